@@ -1,0 +1,110 @@
+"""Property tests for `leaf_nb.prompts`: the parsers never guess and never raise, and retrieved text
+cannot break out of its fence. The worked examples live in nbs/api/02_prompts.ipynb."""
+import re
+
+from hypothesis import given, settings, strategies as st
+
+from leaf_nb.prompts import (NOT_SUPPORTED, NOT_SUPPORTED_LABEL, SUPPORTED, SUPPORTED_LABEL, UNPARSED,
+                             answer_prompt, fact_check_prompt, fcrag_prompt, format_knowledge, format_options,
+                             parse_option, parse_query, parse_verdict, query_prompt)
+
+FAST = settings(max_examples=150, deadline=None)
+OPTIONS = {"A": "Warfarin", "B": "Heparin", "C": "Aspirin", "D": "Clopidogrel", "E": "Apixaban"}
+
+# text that leans on the characters the parsers care about, plus arbitrary unicode
+PUNCT = st.sampled_from(list("[]()<>/:*_`'\"\n .,-") + ["```", "[Supported]", "[Not Supported]", "</document>",
+                                                         "STATEMENT:", "Answer:", "option ", "(C)", "A "])
+TEXT = st.lists(st.one_of(st.text(max_size=12), PUNCT), max_size=12).map("".join)
+NO_BRACKETS = TEXT.map(lambda s: s.replace("[", "").replace("]", ""))
+VERDICTS = st.sampled_from([(SUPPORTED_LABEL, SUPPORTED), (NOT_SUPPORTED_LABEL, NOT_SUPPORTED),
+                            ("[supported]", SUPPORTED), ("[NOT SUPPORTED]", NOT_SUPPORTED),
+                            ("[Not-Supported]", NOT_SUPPORTED), ("[Unsupported]", NOT_SUPPORTED),
+                            ("**[Supported]**", SUPPORTED), ('"[Not supported]"', NOT_SUPPORTED)])
+
+
+@FAST
+@given(TEXT)
+def test_parsers_never_raise_and_return_known_values(text):
+    assert parse_verdict(text) in {SUPPORTED, NOT_SUPPORTED, UNPARSED}
+    assert parse_option(text, OPTIONS) in set(OPTIONS) | {UNPARSED}
+    q = parse_query(text)
+    assert q == UNPARSED or (q and q == q.strip())
+
+
+@FAST
+@given(TEXT)
+def test_verdict_label_at_the_end_wins(text):
+    assert parse_verdict(text + SUPPORTED_LABEL) == SUPPORTED
+    assert parse_verdict(text + NOT_SUPPORTED_LABEL) == NOT_SUPPORTED
+
+
+@FAST
+@given(st.lists(st.tuples(NO_BRACKETS, VERDICTS), min_size=1, max_size=6), NO_BRACKETS)
+def test_last_verdict_label_wins(chunks, tail):
+    text = "".join(prose + label for prose, (label, _) in chunks) + tail
+    assert parse_verdict(text) == chunks[-1][1][1]
+
+
+@FAST
+@given(NO_BRACKETS)
+def test_no_bracketed_label_is_unparsed(text):
+    assert parse_verdict(text) == UNPARSED
+
+
+single_line_query = st.text(min_size=1, max_size=60).filter(
+    lambda q: q.strip() and "`" not in q and len(q.splitlines()) == 1 and "\n" not in q)
+
+
+@FAST
+@given(TEXT.filter(lambda p: "```" not in p), single_line_query, st.sampled_from(["", "text", "sql"]))
+def test_query_round_trips_through_a_code_block(prose, query, tag):
+    reply = f"{prose}\n```{tag}\n{query}\n```\n"
+    assert parse_query(reply) == " ".join(query.split())
+
+
+@FAST
+@given(TEXT, st.sampled_from(sorted(OPTIONS)))
+def test_answer_statement_at_the_end_wins(text, letter):
+    assert parse_option(f"{text}Answer: ({letter})", OPTIONS) == letter
+    assert parse_option(f"{text}\nAnswer: ({letter})", OPTIONS) == letter
+
+
+@FAST
+@given(TEXT.filter(lambda t: not re.search(r"[(\[]\s*[A-Ea-e]\s*[)\]]", t)), st.sampled_from(sorted(OPTIONS)))
+def test_answer_after_text_without_parenthesised_letters(text, letter):
+    assert parse_option(text + f"Answer: ({letter})", OPTIONS) == letter
+
+
+@FAST
+@given(st.lists(TEXT, max_size=5))
+def test_knowledge_stays_fenced_and_verdict_free(docs):
+    kn = format_knowledge(docs)
+    assert kn.count("<document") == len(docs)
+    assert kn.count("</document>") == len(docs)
+    assert re.findall(r'<document index="(\d+)">\n', kn) == [str(i) for i in range(1, len(docs) + 1)]
+    assert SUPPORTED_LABEL not in kn and NOT_SUPPORTED_LABEL not in kn
+    assert parse_verdict(kn) == UNPARSED
+    for h in ("STATEMENT:", "CONTEXT:", "KNOWLEDGE:", "QUESTION:", "OPTIONS:"):
+        assert h not in kn
+
+
+@FAST
+@given(TEXT, st.lists(TEXT, max_size=4), TEXT)
+def test_fact_check_prompt_keeps_its_structure(statement, docs, context):
+    p = fact_check_prompt(statement, docs, context=context)
+    for h in ("KNOWLEDGE:", "CONTEXT:", "STATEMENT:"):  # the values themselves are not rewritten
+        assert p.count(h) == 1 + statement.strip().count(h) + context.strip().count(h)
+    block = p.split("KNOWLEDGE:\n", 1)[1].split("\n\nCONTEXT:\n", 1)[0]
+    assert block == format_knowledge(docs)
+    assert parse_verdict(block) == UNPARSED
+
+
+@FAST
+@given(st.text(), st.text(), st.lists(st.text(), max_size=4),
+       st.dictionaries(st.sampled_from(list("ABCDE")), st.text(), max_size=5))
+def test_builders_never_raise_on_unicode(statement, context, docs, options):
+    for p in (query_prompt(statement), query_prompt(statement, context), fact_check_prompt(statement, docs),
+              fact_check_prompt(statement, docs, context), fcrag_prompt(context, options, docs),
+              answer_prompt(context, options)):
+        assert isinstance(p, str) and p
+    assert format_options(options).count("\n") >= len(options) - 1

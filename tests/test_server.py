@@ -1,0 +1,71 @@
+"The OpenAI-compatible backend against a real server process (llama-cpp-python serving the embedded GGUF)."
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from leaf_nb.cache import Cache
+from leaf_nb.llm import LlamaCppServer, LMError, OpenAICompatible, embedded, user
+
+
+def test_generate_text_and_chat(server, tmp_path):
+    lm = server.lm(cache=tmp_path / "c.sqlite", progress=False)
+    text, chat = lm.generate(["The pancreas secretes", user("What does the pancreas secrete? One sentence.")], max_tokens=24)
+    assert text[0].strip() and chat[0].strip()
+    assert "insulin" in (text[0] + chat[0]).lower()
+    assert lm.calls == 2
+    lm.generate(["The pancreas secretes"], max_tokens=24)
+    assert lm.calls == 2  # served by the cache
+
+
+def test_greedy_is_deterministic_and_samples_differ(server):
+    lm = server.lm(progress=False)  # no cache: both calls reach the server
+    p = [user("Name a common cause of chest pain.")]
+    assert lm.generate(p, max_tokens=16) == lm.generate(p, max_tokens=16)
+    samples = lm.generate(p, n=4, temperature=1.2, seed=3, max_tokens=16)[0]
+    assert lm.calls == 6 and len(set(samples)) > 1
+    assert lm.generate(p, n=4, temperature=1.2, seed=3, max_tokens=16)[0] == samples  # seeded: reproducible
+
+
+def test_stop_sequences(server):
+    out = server.lm(progress=False).generate(["1. aspirin\n2. ibuprofen\n3."], max_tokens=30, stop=["\n"])[0][0]
+    assert "\n" not in out
+
+
+def test_label_logprobs_rank_and_match_local_model(server):
+    lm = server.lm(progress=False)
+    lp = lm.label_logprobs(["The capital of France is", "Insulin is produced by the"], [" Paris", " pancreas", " banana"])
+    assert lp.shape == (2, 3) and (lp < 0).all()
+    assert lp[0].argmax() == 0 and lp[1].argmax() == 1
+    local = embedded(progress=False)  # same GGUF weights, dequantised by transformers
+    np.testing.assert_allclose(local.label_logprobs(["The capital of France is"], [" Paris", " banana"]), lp[:1, [0, 2]], atol=0.75)
+    # chat prompts are rendered with the model's chat template from its tokenizer
+    chat_lm = server.lm(tokenizer=local.tokenizer, progress=False)
+    q = [user("Is the heart a muscle? Answer Yes or No.")]
+    np.testing.assert_allclose(chat_lm.label_logprobs(q, ["Yes", "No"]), local.label_logprobs(q, ["Yes", "No"]), atol=0.75)
+
+
+def test_server_killed_mid_run_gives_clear_error(tmp_path):
+    victim = LlamaCppServer().start()
+    cache = Cache(tmp_path / "c.sqlite")
+    lm = victim.lm(cache=cache, max_concurrency=2, max_retries=2, timeout=20, progress=False)
+
+    def kill_after_first_results():
+        deadline = time.time() + 120
+        while len(cache) < 3 and time.time() < deadline: time.sleep(0.02)
+        victim.proc.kill()
+
+    killer = threading.Thread(target=kill_after_first_results)
+    killer.start()
+    t0 = time.time()
+    try:
+        with pytest.raises(LMError) as err:
+            lm.generate([user(f"Write a long paragraph about drug number {i}.") for i in range(40)], max_tokens=48)
+    finally:
+        killer.join()
+        victim.stop()
+    assert time.time() - t0 < 120  # no hang
+    assert victim.base_url in str(err.value) and "of 40 requests failed" in str(err.value)
+    assert lm.retries >= 2  # the client retried before giving up
+    assert 3 <= len(cache) == lm.calls < 40  # what finished before the kill is kept
