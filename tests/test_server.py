@@ -13,19 +13,19 @@ def test_generate_text_and_chat(server, tmp_path):
     lm = server.lm(cache=tmp_path / "c.sqlite", progress=False)
     text, chat = lm.generate(["The pancreas secretes", user("What does the pancreas secrete? One sentence.")], max_tokens=24)
     assert text[0].strip() and chat[0].strip()
-    assert "insulin" in (text[0] + chat[0]).lower()
+    assert any(w in (text[0] + chat[0]).lower() for w in ("insulin", "enzyme", "digest"))
     assert lm.calls == 2
     lm.generate(["The pancreas secretes"], max_tokens=24)
     assert lm.calls == 2  # served by the cache
 
 
-def test_greedy_is_deterministic_and_samples_differ(server):
-    lm = server.lm(progress=False)  # no cache: both calls reach the server
+def test_greedy_samples_share_one_call_and_sampling_varies(server):
+    lm = server.lm(progress=False)  # no cache: every request reaches the server
     p = [user("Name a common cause of chest pain.")]
-    assert lm.generate(p, max_tokens=16) == lm.generate(p, max_tokens=16)
+    greedy = lm.generate(p, n=3, max_tokens=16)[0]
+    assert lm.calls == 1 and len(set(greedy)) == 1  # greedy: one request serves all n
     samples = lm.generate(p, n=4, temperature=1.2, seed=3, max_tokens=16)[0]
-    assert lm.calls == 6 and len(set(samples)) > 1
-    assert lm.generate(p, n=4, temperature=1.2, seed=3, max_tokens=16)[0] == samples  # seeded: reproducible
+    assert lm.calls == 5 and len(set(samples)) > 1
 
 
 def test_stop_sequences(server):
@@ -40,10 +40,15 @@ def test_label_logprobs_rank_and_match_local_model(server):
     assert lp[0].argmax() == 0 and lp[1].argmax() == 1
     local = embedded(progress=False)  # same GGUF weights, dequantised by transformers
     np.testing.assert_allclose(local.label_logprobs(["The capital of France is"], [" Paris", " banana"]), lp[:1, [0, 2]], atol=0.75)
-    # chat prompts are rendered with the model's chat template from its tokenizer
-    chat_lm = server.lm(tokenizer=local.tokenizer, progress=False)
+    # chat prompts are rendered with the model's chat template from its tokenizer; multi-token labels are summed
     q = [user("Is the heart a muscle? Answer Yes or No.")]
-    np.testing.assert_allclose(chat_lm.label_logprobs(q, ["Yes", "No"]), local.label_logprobs(q, ["Yes", "No"]), atol=0.75)
+    labels = ["Yes", "No", "[Not Supported]"]
+    np.testing.assert_allclose(lm.label_logprobs(q, labels), local.label_logprobs(q, labels), atol=0.75)
+
+
+def test_label_logprobs_need_a_tokenizer(server):
+    with pytest.raises(LMError, match="tokenizer"):
+        OpenAICompatible(server.base_url, server.alias, progress=False).label_logprobs(["x"], ["y"])
 
 
 def test_server_killed_mid_run_gives_clear_error(tmp_path):
