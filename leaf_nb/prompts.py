@@ -158,14 +158,21 @@ def query_prompt(statement:str,           # STATEMENT: one sentence of the LLM's
     if context is None: return QUERY_PROMPT_NO_CONTEXT.format(statement=statement.strip())
     return QUERY_PROMPT.format(statement=statement.strip(), context=context.strip())
 
+_COT_TAIL = ("Work through it step by step: first say what the STATEMENT claims, then what the documents say about each claim.\n"
+             "The last line of your reply must be exactly [Supported] if the documents back up the STATEMENT, or exactly [Not Supported] if they do not.")
+_LABEL_TAIL = ("Do not explain. Reply with the label alone: [Supported] if the documents back up the STATEMENT, "
+               "or [Not Supported] if they do not.")
+
 def fact_check_prompt(statement:str,           # STATEMENT: one sentence of the LLM's answer
                       knowledge:list[str],     # KNOWLEDGE: the documents retrieved for it
                       context:str|None=None,   # CONTEXT: the question with its options; None for the context-free ablation
+                      reasoning:bool=True,     # False: ask for the label alone (fast verdicts read its log-probability)
                      ) -> str:
-    "Prompt asking the rater to reason step by step and end with `[Supported]` or `[Not Supported]`."
+    "Prompt asking the rater to reason step by step and end with `[Supported]` or `[Not Supported]` (or, without reasoning, for the label alone)."
     kn = format_knowledge(knowledge)
-    if context is None: return FACT_CHECK_PROMPT_NO_CONTEXT.format(knowledge=kn, statement=statement.strip())
-    return FACT_CHECK_PROMPT.format(knowledge=kn, context=context.strip(), statement=statement.strip())
+    if context is None: p = FACT_CHECK_PROMPT_NO_CONTEXT.format(knowledge=kn, statement=statement.strip())
+    else: p = FACT_CHECK_PROMPT.format(knowledge=kn, context=context.strip(), statement=statement.strip())
+    return p if reasoning else p.replace(_COT_TAIL, _LABEL_TAIL)
 
 def fcrag_prompt(question:str,             # the question stem
                  options:dict[str, str],   # option letter -> option text
