@@ -7,7 +7,7 @@ from pathlib import Path
 LEAF_NB = str(Path(sys.executable).with_name("leaf-nb"))
 
 
-def run(*args, timeout=300):
+def run(*args, timeout=900):
     return subprocess.run([LEAF_NB, *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -31,3 +31,44 @@ def test_dead_server_is_one_clear_line():
     out = run("generate", "--llm", "openai:http://127.0.0.1:9/v1#m", "--no-cache", "hello", timeout=120)
     assert out.returncode == 2
     assert "127.0.0.1:9" in out.stderr and "Traceback" not in out.stderr
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "data" / "medcorpus.jsonl"
+
+
+def test_index_and_search_bm25_and_dense(tmp_path):
+    for kind in ("bm25", "dense"):
+        out = run("index", str(CORPUS), "--retriever", kind, "--out", str(tmp_path / kind))
+        assert out.returncode == 0, out.stderr
+        res = run("search", str(tmp_path / kind), "antidote for acetaminophen overdose", "-k", "5", "--json", "--no-cache")
+        assert res.returncode == 0, res.stderr
+        hits = json.loads(res.stdout)
+        assert len(hits) == 5 and set(hits[0]) == {"id", "score", "title", "text"}
+        assert any("acetylcysteine" in h["text"].lower() for h in hits[:3]), (kind, [h["title"] for h in hits])
+    again = run("index", str(CORPUS), "--out", str(tmp_path / "bm25"))
+    assert again.returncode == 2 and "already holds an index" in again.stderr
+
+
+def test_malformed_corpus_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "title": "t", "content": "fine"}\n{"id": "b", "title": \n')
+    out = run("index", str(bad), "--out", str(tmp_path / "idx"))
+    assert out.returncode == 2 and "bad.jsonl:2" in out.stderr, out.stderr
+    ok = run("index", str(bad), "--out", str(tmp_path / "idx"), "--skip-bad")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_check_json_and_html(tmp_path):
+    idx = tmp_path / "bm25"
+    assert run("index", str(CORPUS), "--out", str(idx)).returncode == 0
+    html = tmp_path / "report.html"
+    out = run("check", "--question", "Which drug reverses an opioid overdose?", "--options", '{"A": "Naloxone", "B": "Flumazenil"}',
+              "--answer", "Naloxone reverses opioid overdose. It acts within minutes.", "--index", str(idx),
+              "--verdict", "logprob", "-k", "1", "--json", "--html", str(html), "--cache", str(tmp_path / "c.sqlite"))
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert set(res) == {"score", "passed", "sentences"} and len(res["sentences"]) == 2
+    assert all(s["verdict"] in ("supported", "not_supported") and len(s["evidence"]) == 1 for s in res["sentences"])
+    assert 0.0 <= res["score"] <= 1.0 and res["passed"] == (res["score"] == 1.0)
+    assert html.read_text().count("<details>") == 2
