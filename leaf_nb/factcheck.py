@@ -16,7 +16,7 @@ import pandas as pd
 from .llm import LM, label_probs, user
 from .prompts import (NOT_SUPPORTED, NOT_SUPPORTED_LABEL, SUPPORTED, SUPPORTED_LABEL, UNPARSED,
                              fact_check_prompt, format_options, parse_query, parse_verdict, query_prompt)
-from .retrieve import Hit, Retriever
+from .retrieve import Hit, Retriever, passage_text
 from .text import split_sentences
 
 # %% auto #0
@@ -89,7 +89,7 @@ def leaf_score(verdicts: Sequence[str],  # one verdict per sentence
 
 # %% ../nbs/api/06_factcheck.ipynb #d7a8d508
 def _knowledge(hits: list[Hit]) -> list[str]:
-    return [f"{h.title}. {h.text}" if h.title else h.text for h in hits]
+    return [passage_text(h.title, h.text) for h in hits]
 
 def fact_check(answers: Sequence[str],  # the LLM answers to check
                questions: Sequence[str],  # CONTEXT for each answer: `question_context(question, options)`

@@ -15,7 +15,7 @@ from .evaluate import correctness
 from .factcheck import PAPER_LEAF, FactCheckSettings, fact_check, question_context
 from .llm import LM, user
 from .prompts import SUPPORTED, answer_prompt, fcrag_prompt, parse_option
-from .retrieve import Retriever
+from .retrieve import Retriever, passage_text
 
 # %% auto #0
 __all__ = ['AnswerSettings', 'plain_answers', 'medrag_answers', 'unsupported_knowledge', 'fc_rag']
@@ -51,18 +51,17 @@ def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettin
 def medrag_answers(questions: Sequence[Question], llm: LM, retriever: Retriever, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
     "MedRAG-style RAG: the question (with options) as the query, top-k documents, the same answer instructions."
     hits = retriever.search([question_context(q.question, q.options) for q in questions], k=settings.k)
-    prompts = [fcrag_prompt(q.question, q.options, [f"{h.title}. {h.text}" for h in hs]) for q, hs in zip(questions, hits)]
+    prompts = [fcrag_prompt(q.question, q.options, [passage_text(h.title, h.text) for h in hs]) for q, hs in zip(questions, hits)]
     return _rows("MedRAG", questions, _answer(llm, prompts, settings, "MedRAG answers"), evidence_ids=[[h.id for h in hs] for hs in hits])
 
 # %% ../nbs/api/09_fcrag.ipynb #d2edaba5
 def unsupported_knowledge(sentences: pd.DataFrame,  # sentence rows of one answer from `fact_check`
                          ) -> tuple[list[str], list[str]]:
     "Ids and texts of the documents retrieved for the sentences that were not supported: deduplicated, in sentence order."
-    ids, docs = [], []
+    docs = {}  # id -> text, in first-seen order
     for r in sentences[sentences.verdict != SUPPORTED].itertuples():
-        for d, t, x in zip(r.evidence_ids, r.evidence_titles, r.evidence_texts):
-            if d not in ids: ids.append(d); docs.append(f"{t}. {x}" if t else x)
-    return ids, docs
+        for d, t, x in zip(r.evidence_ids, r.evidence_titles, r.evidence_texts): docs.setdefault(d, passage_text(t, x))
+    return list(docs), list(docs.values())
 
 def fc_rag(questions: Sequence[Question],  # the questions to answer
            llm: LM,  # answers (and, by default, writes the fact-check queries and rates)
