@@ -5,6 +5,7 @@
 # %% ../nbs/api/05_colbert.ipynb #b9d085bd
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import multiprocessing
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
@@ -28,9 +30,12 @@ __all__ = ['extensions_dir', 'import_colbert', 'compile_extensions', 'make_check
 
 # %% ../nbs/api/05_colbert.ipynb #481d89d7
 def extensions_dir() -> Path:
-    "Where colbert's C++ extensions are compiled and kept: `$TORCH_EXTENSIONS_DIR`, else beside the leaf-nb cache, one folder per Python and torch version."
+    """Where colbert's C++ extensions are compiled and kept: `$TORCH_EXTENSIONS_DIR`, else beside the leaf-nb cache,
+    one folder per Python environment (torch rebuilds an extension whose include paths changed, so two venvs
+    sharing a folder would rebuild each other's)."""
     if os.environ.get("TORCH_EXTENSIONS_DIR"): return Path(os.environ["TORCH_EXTENSIONS_DIR"]).expanduser()
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}_torch{version('torch')}"
+    env = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:8]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}_torch{version('torch')}_{env}"
     return default_cache_path().parent / "torch_extensions" / tag
 
 # %% ../nbs/api/05_colbert.ipynb #d8ba8a23
@@ -107,12 +112,20 @@ def compile_extensions(timeout: float = 900, # seconds before the compiling chil
     "Compile colbert's C++ extensions into `extensions_dir()` in a child process, unless they are there already."
     import torch
     folder, gpu = extensions_dir(), torch.cuda.is_available()
-    if not gpu and all((folder / n / f"{n}.so").exists() and not (folder / n / "lock").exists() for n in _CPU_EXTENSIONS):
-        return folder
+    built = lambda: not gpu and all((folder / n / f"{n}.so").exists() and not (folder / n / "lock").exists()
+                                    for n in _CPU_EXTENSIONS)
+    if built(): return folder
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        _run_child("_compile_in_child", "gpu" if gpu else "cpu", Path(tmp) / "compile.log", timeout,
-                   "Compiling colbert-ai's C++ extensions")
+    with open(folder / "leaf-nb-compile.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # one leaf-nb compile per folder at a time; the others wait here, then find it built
+        if built(): return folder
+        # holding the guard, a torch `lock` file can only be left by a build that was killed: torch would wait on it forever
+        for stale in folder.glob("*/lock"):
+            warnings.warn(f"removing {stale}, left by an interrupted compile", stacklevel=2)
+            stale.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            _run_child("_compile_in_child", "gpu" if gpu else "cpu", Path(tmp) / "compile.log", timeout,
+                       "Compiling colbert-ai's C++ extensions")
     return folder
 
 # %% ../nbs/api/05_colbert.ipynb #1820d870

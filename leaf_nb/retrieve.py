@@ -181,7 +181,7 @@ class Corpus:
              ) -> Corpus:
         "Stream `source` into a corpus folder; `fingerprint` is a SHA-256 over every id, title and content."
         tmp = folder is None
-        folder = Path(tempfile.mkdtemp(prefix="leaf-nb-corpus-")) if tmp else Path(folder).expanduser()
+        folder = _temp_corpus_dir() if tmp else Path(folder).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "corpus.json").unlink(missing_ok=True)  # the folder is a corpus only once corpus.json exists
         reader = read_corpus(source, skip_bad=skip_bad)
@@ -243,6 +243,18 @@ class Corpus:
         return Corpus(folder)
 
     def __repr__(self): return f"Corpus({str(self.folder)!r}, n={self.n})"
+
+def _temp_corpus_dir() -> Path:
+    """A new temporary folder named after this process. Folders whose process has died are removed first:
+    a process that ends with `os._exit` (a multiprocessing worker, a killed kernel) never runs the finalizer."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob("leaf-nb-corpus-*-*"):
+        pid = old.name.split("-")[3]
+        if not pid.isdigit(): continue
+        try: os.kill(int(pid), 0)
+        except ProcessLookupError: shutil.rmtree(old, ignore_errors=True)
+        except PermissionError: pass  # alive, someone else's
+    return Path(tempfile.mkdtemp(prefix=f"leaf-nb-corpus-{os.getpid()}-", dir=root))
 
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.unlink(missing_ok=True)

@@ -50,6 +50,25 @@ def test_index_and_search_bm25_and_dense(tmp_path):
     assert again.returncode == 2 and "already holds an index" in again.stderr
 
 
+def test_index_and_search_colbert(tmp_path):
+    "ColBERT through the same two commands, from a local checkpoint folder (made offline from the embedded MiniLM)."
+    from leaf_nb.colbert import make_checkpoint
+    ckpt = make_checkpoint(tmp_path / "ckpt")
+    rows = [json.loads(line) for line in CORPUS.read_text().splitlines()[:40]]
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = run("index", str(small), "--retriever", "colbert", "--checkpoint", str(ckpt), "--out", str(tmp_path / "cb"))
+    assert out.returncode == 0, out.stderr
+    target = rows[7]
+    res = run("search", str(tmp_path / "cb"), target["title"], "-k", "10", "--json", "--no-cache")
+    assert res.returncode == 0, res.stderr
+    hits = json.loads(res.stdout)  # stdout is only the JSON, though colbert-ai prints while it loads
+    assert len(hits) == 10 and set(hits[0]) == {"id", "score", "title", "text"}
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    # an untrained projection ranks weakly; a passage's own title still finds it among 10 of 40
+    assert target["id"] in [h["id"] for h in hits], [h["title"] for h in hits]
+
+
 def test_malformed_corpus_names_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "title": "t", "content": "fine"}\n{"id": "b", "title": \n')
