@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import importlib.util
 import os
 import shutil
@@ -328,22 +329,53 @@ class Transformers(LM):
                 for i, text in zip(ids, new): yield i, truncate_at_stop(text, stop)
 
     def _label_logprobs(self, pairs):
+        """Each prompt runs once however many labels it is scored with: a left-padded batch of prompts keeps its
+        KV cache and the logits of its last position only, then each label's remaining tokens run on (a copy of)
+        that cache. Logits are computed at label positions only, never over the whole prompt."""
         import torch
         model, tok = self.load()
-        enc = [(tok(self.render(p), add_special_tokens=False)["input_ids"], tok(l, add_special_tokens=False)["input_ids"])
-               for p, l in pairs]
-        for b in self._batches(enc, key=lambda i: len(enc[i][0]) + len(enc[i][1])):
-            seqs = [enc[i][0] + enc[i][1] for i in b]
-            width = max(map(len, seqs))
-            ids = torch.full((len(b), width), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(b), width), dtype=torch.long)
-            for r, s in enumerate(seqs): ids[r, :len(s)], mask[r, :len(s)] = torch.tensor(s), 1
+        encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]
+        prompt_ids, label_ids, need = {}, {}, {}  # rendered prompt -> ids; label -> ids; prompt -> {label: [pair index]}
+        for i, (p, l) in enumerate(pairs):
+            text = self.render(p)
+            if text not in prompt_ids: prompt_ids[text] = encode(text)
+            if l not in label_ids:
+                label_ids[l] = encode(l)
+                if not label_ids[l]: raise ValueError(f"label {l!r} has no tokens")
+            need.setdefault(text, {}).setdefault(l, []).append(i)
+        texts = list(prompt_ids)
+        cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        dev = model.device
+        for b in self._batches(texts, key=lambda i: len(prompt_ids[texts[i]])):
+            rows = [texts[i] for i in b]
+            width = max(len(prompt_ids[t]) for t in rows)
+            ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, t in enumerate(rows):
+                s = prompt_ids[t]
+                ids[r, width - len(s):], mask[r, width - len(s):] = torch.tensor(s), 1
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: each row's own positions
+            labels = list(dict.fromkeys(l for t in rows for l in need[t]))
+            longer = [l for l in labels if len(label_ids[l]) > 1]
             with torch.inference_mode():
-                logp = torch.log_softmax(model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float(), -1)
-            for r, i in enumerate(b):
-                n_p, lab = len(enc[i][0]), enc[i][1]
-                pos = torch.arange(n_p - 1, n_p - 1 + len(lab))
-                yield i, float(logp[r, pos, torch.tensor(lab)].sum())
+                out = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                            use_cache=bool(longer), logits_to_keep=1)
+                first = torch.log_softmax(out.logits[:, -1].float(), -1).cpu()  # P(first label token | prompt)
+                kv = out.get("cache", None) if "cache" in out else out.get("past_key_values", None)
+                for label in labels:
+                    lab = label_ids[label]
+                    total = first[:, lab[0]].clone()
+                    if len(lab) > 1:  # the rest of the label, fed after the prompt on the prompt's cache
+                        n = len(lab) - 1
+                        cache = kv if label == longer[-1] else copy.deepcopy(kv)
+                        step = model(input_ids=torch.tensor([lab[:-1]] * len(rows), device=dev),
+                                     attention_mask=torch.cat([mask, torch.ones(len(rows), n, dtype=torch.long)], -1).to(dev),
+                                     position_ids=(pos[:, -1:] + 1 + torch.arange(n)).to(dev), use_cache=True,
+                                     **{cache_kw: cache})
+                        logp = torch.log_softmax(step.logits.float(), -1)  # row r, position j predicts lab[j + 1]
+                        total += logp[:, torch.arange(n), torch.tensor(lab[1:])].sum(-1).cpu()
+                    for r, t in enumerate(rows):
+                        for i in need[t].get(label, ()): yield i, float(total[r])
 
 # %% ../nbs/api/01_llm.ipynb #63f2d088
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
