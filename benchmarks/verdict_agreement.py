@@ -1,0 +1,58 @@
+"""Chain-of-thought verdicts (the paper's) vs one-forward-pass label probabilities: agreement and speed.
+
+Checks the statements of `data/verdict_claims.jsonl` (written by us, half supported by the shipped corpus,
+half contradicted by it) with `fact_check(verdict="cot")` and `fact_check(verdict="logprob")`, the same
+query writer and BM25 over `data/medcorpus.jsonl`, no cache. Prints how often the two verdicts agree,
+how often each matches our labels, how many chain-of-thought replies ended without a label, and the
+sentences/s of each mode.
+
+    .venv/bin/python benchmarks/verdict_agreement.py                                  # embedded SmolLM2 rates
+    .venv/bin/python benchmarks/verdict_agreement.py --rater "openai:http://127.0.0.1:8001/v1#Qwen/Qwen2-72B-Instruct" \\
+        --rater-tokenizer /models/Qwen2-72B-Instruct --rater-max-tokens 512
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+
+from leaf_nb.factcheck import FactCheckSettings, fact_check
+from leaf_nb.llm import embedded, load_llm
+from leaf_nb.prompts import NOT_SUPPORTED, SUPPORTED, UNPARSED
+from leaf_nb.retrieve import BM25
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rater", default="embedded", help="LLM spec of the rater (see load_llm)")
+    ap.add_argument("--rater-tokenizer", default=None, help="tokenizer folder of a served rater (needed for logprob)")
+    ap.add_argument("--rater-max-tokens", type=int, default=96)
+    args = ap.parse_args()
+    claims = [json.loads(line) for line in (ROOT / "data" / "verdict_claims.jsonl").read_text().splitlines()]
+    bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
+    writer = embedded(cache=None, progress=False)
+    served = {"tokenizer": args.rater_tokenizer} if args.rater_tokenizer else {}
+    rater = writer if args.rater == "embedded" else load_llm(args.rater, cache=None, progress=False, **served)
+    writer.generate(["warm-up"], max_tokens=1)  # load the weights outside the timings
+    rows = {}
+    for mode in ("cot", "logprob"):
+        s = FactCheckSettings(verdict=mode, query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
+        t0 = time.perf_counter()
+        res = fact_check([c["statement"] for c in claims], [c["question"] for c in claims], llm=writer, rater=rater,
+                         retriever=bm25, settings=s)
+        rows[mode] = (time.perf_counter() - t0, res.sentences.verdict.tolist())
+    gold = [SUPPORTED if c["supported"] else NOT_SUPPORTED for c in claims]
+    n = len(claims)
+    print(f"\n{n} statements, rater {args.rater}, cot max_tokens={args.rater_max_tokens}, k=3, BM25, no cache\n")
+    print("| verdict | seconds | sentences/s | right vs our labels | unparsed |")
+    print("|---|---:|---:|---:|---:|")
+    for mode, (t, v) in rows.items():
+        right = sum(a == b for a, b in zip(v, gold))
+        print(f"| {mode} | {t:.1f} | {n / t:.2f} | {right}/{n} | {v.count(UNPARSED)} |")
+    agree = sum(a == b for a, b in zip(rows["cot"][1], rows["logprob"][1]))
+    print(f"\nagreement cot vs logprob: {agree}/{n}; logprob is {rows['cot'][0] / rows['logprob'][0]:.1f}x faster")
+
+
+if __name__ == "__main__":
+    main()
