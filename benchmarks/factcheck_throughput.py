@@ -64,8 +64,10 @@ def main():
     bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
     lines = []
     if args.backend in ("server", "both"):
+        # llama-cpp-python's server answers one request at a time: the other 7 in flight wait in its queue,
+        # and that wait counts against the client's timeout (120 s by default), hence the long one
         with LlamaCppServer() as server:
-            lines.append(run("llama.cpp server, 1 vs 8 in flight", lambda sequential: server.lm(max_concurrency=1 if sequential else 8, progress=False), answers, s, bm25))
+            lines.append(run("llama.cpp server, 1 vs 8 in flight", lambda sequential: server.lm(max_concurrency=1 if sequential else 8, timeout=900, progress=False), answers, s, bm25))
     if args.backend in ("local", "both"):
         local = embedded(progress=False)
         local.load()
