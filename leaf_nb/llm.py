@@ -105,11 +105,20 @@ class LM:
                        desc: str = "label logprobs",  # progress-bar label
                       ) -> np.ndarray:
         "Array `(len(prompts), len(labels))` of log P(label | prompt), summed over the label's tokens."
-        pairs = [(p, l) for p in prompts for l in labels]
+        out = self.pair_logprobs([p for p in prompts for _ in labels], [l for _ in prompts for l in labels], desc)
+        return out.reshape(len(prompts), len(labels))
+
+    def pair_logprobs(self,
+                      prompts: Sequence[Prompt],  # one prompt per continuation
+                      continuations: Sequence[str],  # e.g. the answer each prompt produced
+                      desc: str = "pair logprobs",  # progress-bar label
+                     ) -> np.ndarray:
+        "Array `(len(prompts),)` of log P(continuation_i | prompt_i): `label_logprobs` pair by pair, without the cross product (same cache entries)."
+        if len(prompts) != len(continuations): raise ValueError(f"{len(prompts)} prompts for {len(continuations)} continuations")
+        pairs = list(zip(prompts, continuations))
         dicts = [{"op": "label_logprob", "kind": self.kind, "model": self.model_id, "prompt": p, "label": l}
                  for p, l in pairs]
-        out = self._through_cache(pairs, dicts, self._label_logprobs, desc)
-        return np.array(out, dtype=float).reshape(len(prompts), len(labels))
+        return np.array(self._through_cache(pairs, dicts, self._label_logprobs, desc), dtype=float)
 
     def _through_cache(self, reqs: list, dicts: list[dict], compute, desc: str) -> list:
         keys = [request_key(d) for d in dicts]
@@ -447,9 +456,14 @@ class VLLM(LM):
         super().__init__(model_id or path.name, cache, progress)
         self._vllm, self.llm = vllm, vllm.LLM(model=str(path), **engine_kwargs)
 
+    @property
+    def tokenizer(self):
+        "The engine's tokenizer (the model folder's HF tokenizer)."
+        return self.llm.get_tokenizer()
+
     def _text(self, prompt: Prompt) -> str:
         if isinstance(prompt, str): return prompt
-        return self.llm.get_tokenizer().apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
     def _generate(self, reqs):
         params = [self._vllm.SamplingParams(temperature=r.temperature, max_tokens=r.max_tokens, seed=r.seed,
@@ -458,7 +472,7 @@ class VLLM(LM):
         for i, o in enumerate(outs): yield i, truncate_at_stop(o.outputs[0].text, reqs[i].stop)
 
     def _label_logprobs(self, pairs):
-        tok = self.llm.get_tokenizer()
+        tok = self.tokenizer
         ids = [(tok(self._text(p), add_special_tokens=False)["input_ids"], tok(l, add_special_tokens=False)["input_ids"]) for p, l in pairs]
         params = self._vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
         outs = self.llm.generate([{"prompt_token_ids": p + l} for p, l in ids], params, use_tqdm=self.progress)

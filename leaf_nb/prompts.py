@@ -5,8 +5,9 @@
 # %% auto #0
 __all__ = ['SUPPORTED', 'NOT_SUPPORTED', 'UNPARSED', 'SUPPORTED_LABEL', 'NOT_SUPPORTED_LABEL', 'SECTION_HEADERS', 'NO_DOCUMENTS',
            'QUERY_PROMPT', 'QUERY_PROMPT_NO_CONTEXT', 'FACT_CHECK_PROMPT', 'FACT_CHECK_PROMPT_NO_CONTEXT',
-           'FCRAG_PROMPT', 'ANSWER_PROMPT', 'format_options', 'defuse', 'format_knowledge', 'query_prompt',
-           'fact_check_prompt', 'fcrag_prompt', 'answer_prompt', 'parse_query', 'parse_verdict', 'parse_option']
+           'KNOWLEDGE_FIELD', 'QUESTION_FIELDS', 'FCRAG_PROMPT', 'ANSWER_PROMPT', 'format_options', 'defuse',
+           'format_knowledge', 'query_prompt', 'fact_check_prompt', 'fcrag_prompt', 'answer_prompt', 'parse_query',
+           'parse_verdict', 'parse_option']
 
 # %% ../nbs/api/02_prompts.ipynb #9cb2d786
 import re
@@ -125,29 +126,18 @@ The last line of your reply must be exactly [Supported] if the documents back up
 _ANSWER_INSTRUCTIONS = ("Pick the one option that best answers the QUESTION. Explain your reasoning briefly, "
                         "then end with a final line of the form \"Answer: X\", where X is the letter of the option you chose.")
 
+KNOWLEDGE_FIELD = "KNOWLEDGE:\n{knowledge}\n\n"  # the retrieved documents' section, as every prompt with evidence shows it
+QUESTION_FIELDS = "QUESTION:\n{question}\n\nOPTIONS:\n{options}\n"  # a multiple-choice question's sections
+
 FCRAG_PROMPT = """You are answering a multiple-choice medical question.
 Retrieved documents that may help are given under KNOWLEDGE. """ + _DOCS_ARE_DATA + """
 Use the documents where they are relevant and your own medical knowledge where they are not.
 
-KNOWLEDGE:
-{knowledge}
-
-QUESTION:
-{question}
-
-OPTIONS:
-{options}
-
-""" + _ANSWER_INSTRUCTIONS
+""" + KNOWLEDGE_FIELD + QUESTION_FIELDS + "\n" + _ANSWER_INSTRUCTIONS
 
 ANSWER_PROMPT = """You are answering a multiple-choice medical question.
 
-QUESTION:
-{question}
-
-OPTIONS:
-{options}
-
+""" + QUESTION_FIELDS + """
 """ + _ANSWER_INSTRUCTIONS
 
 # %% ../nbs/api/02_prompts.ipynb #381e4897
