@@ -4,18 +4,25 @@ Measured in one run on the embedded SmolLM2-135M-Instruct:
   - through a real OpenAI-compatible server (llama-cpp-python on loopback): sequential calls vs
     `max_concurrency` requests in flight;
   - in-process through transformers: batch_size=1 vs one batched call;
-  - the same requests again through a warm cache.
+  - the same requests again through a warm cache;
+  - label scoring (`label_logprobs`, the fast verdict) on fact-check prompts with three passages of
+    KNOWLEDGE: one full forward per (prompt, label) pair with logits at every position (the
+    definition, and what leaf-nb did before) vs one shared prompt pass per prompt, batched.
 No cache is used for the timed backend runs, so every request is really served.
 
     .venv/bin/python benchmarks/lm_throughput.py [-n 16] [--max-tokens 32] [--concurrency 8]
 """
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
 
 from leaf_nb.cache import Cache
 from leaf_nb.llm import LlamaCppServer, embedded, user
+from leaf_nb.prompts import fact_check_prompt
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TOPICS = ["metformin", "warfarin", "asthma", "sepsis", "anemia", "gout", "migraine", "hypothyroidism",
           "pneumonia", "psoriasis", "glaucoma", "lupus", "angina", "cirrhosis", "epilepsy", "malaria"]
@@ -23,6 +30,29 @@ TOPICS = ["metformin", "warfarin", "asthma", "sepsis", "anemia", "gout", "migrai
 
 def prompts(n):
     return [user(f"In one sentence, what is the first-line treatment of {TOPICS[i % len(TOPICS)]} (case {i})?") for i in range(n)]
+
+
+def rating_prompts(n):
+    "Label-only fact-check prompts: a statement, the question as CONTEXT, three passages of the shipped corpus."
+    docs = [json.loads(line) for line in (ROOT / "data" / "medcorpus.jsonl").read_text().splitlines()]
+    return [user(fact_check_prompt(f"{TOPICS[i % len(TOPICS)].capitalize()} is treated first with a low dose.",
+                                   [d["content"] for d in docs[3 * i:3 * i + 3]],
+                                   f"What is the first-line treatment of {TOPICS[i % len(TOPICS)]}?", reasoning=False))
+            for i in range(n)]
+
+
+def per_pair_forward(lm, prompts, labels):
+    "Baseline: log P(label | prompt) from one forward pass over prompt + label for every pair."
+    import torch
+    model, tok = lm.load()
+    out = []
+    for p in prompts:
+        for label in labels:
+            a, b = (tok(t, add_special_tokens=False)["input_ids"] for t in (lm.render(p), label))
+            with torch.inference_mode():
+                logp = torch.log_softmax(model(input_ids=torch.tensor([a + b])).logits[0].float(), -1)
+            out.append(sum(float(logp[len(a) - 1 + j, t]) for j, t in enumerate(b)))
+    return out
 
 
 def timed(fn):
@@ -59,6 +89,15 @@ def main():
     t_fill, _ = timed(lambda: cached.generate(ps, **kw))
     t_hit, _ = timed(lambda: cached.generate(ps, **kw))
     rows.append(("transformers + cache", "cold cache", t_fill, "warm cache", t_hit))
+
+    labels = ["[Supported]", "[Not Supported]"]
+    rps = rating_prompts(args.n)
+    t_pair, ref = timed(lambda: per_pair_forward(local, rps, labels))
+    t_shared, got = timed(lambda: batched.label_logprobs(rps, labels))
+    assert max(abs(x - y) for x, y in zip(ref, got.ravel())) < 1e-2, "shared-prompt scores differ from the definition"
+    n_tok = sum(len(local.tokenizer(local.render(p))["input_ids"]) for p in rps) / len(rps)
+    rows.append((f"transformers label scoring ({n_tok:.0f}-token prompts, 2 labels)", "forward per (prompt, label)",
+                 t_pair, f"shared prompt pass, batch_size={args.batch_size}", t_shared))
 
     print(f"\n{args.n} requests, max_tokens={args.max_tokens}, greedy, embedded SmolLM2-135M-Instruct\n")
     print("| backend | baseline | req/s | faster mode | req/s | ratio |")
