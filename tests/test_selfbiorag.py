@@ -1,0 +1,120 @@
+"""Self-BioRAG: the threshold δ sets the retrieval rate (property tests and the real embedded critic), the weights
+decide which candidate wins, and a run that dies half-way resumes from the cache without repeating a call."""
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from leaf_nb.cache import Cache
+from leaf_nb.data import Question, load_mirage
+from leaf_nb.llm import LM, LMError, embedded
+from leaf_nb.retrieve import BM25
+from leaf_nb.selfbiorag import (FULLY_SUPPORTED, RELEVANCE_TOKENS, RELEVANT, RETRIEVAL, RETRIEVAL_TOKENS, SUPPORT_TOKENS,
+                                PromptCritic, SelfBioRAGSettings, decide, retrieval_prob, select, self_biorag)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+probs = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40)
+
+
+@given(probs, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_delta_sets_the_retrieval_rate(p, d1, d2):
+    assert decide(p, "adaptive", 0.0).all()  # δ = 0: always
+    assert not decide(p, "adaptive", 1.0).any()  # δ = 1: never
+    lo, hi = sorted((d1, d2))
+    assert decide(p, "adaptive", lo).sum() >= decide(p, "adaptive", hi).sum()  # a higher δ never retrieves more
+    assert decide(p, "always", hi).all() and not decide(p, "never", lo).any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(-1, 1), st.floats(-30, -0.1)), min_size=2, max_size=6),
+       st.sampled_from(["relevance", "support", "utility"]))
+def test_a_dominant_weight_picks_the_candidate_it_favours(cands, favoured):
+    rows = pd.DataFrame(cands, columns=["relevance", "support", "utility", "answer_logprob"]).assign(
+        question=0, evidence_id=[f"p{i}" for i in range(len(cands))], answer_tokens=5)
+    top = np.sort(rows[favoured].to_numpy())[-2:]
+    assume(top[1] - top[0] > 1e-3)  # a near tie at the top: no weight separates them from the answer term
+    weights = {"w_rel": 0.0, "w_sup": 0.0, "w_use": 0.0, {"relevance": "w_rel", "support": "w_sup", "utility": "w_use"}[favoured]: 1e5}
+    chosen = select(rows, SelfBioRAGSettings(answer_term="mean", **weights))
+    assert chosen.chosen.sum() == 1
+    assert chosen.evidence_id[chosen.chosen].item() == rows.evidence_id[rows[favoured].idxmax()]
+
+
+class Scripted(LM):
+    "Answers A from the naloxone passage and B otherwise; judges the naloxone passage relevant and supporting; can die after `budget` calls."
+    kind = "scripted-selfbiorag-test"
+
+    def __init__(self, *args, budget=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.budget = budget
+
+    def _spend(self):
+        if self.budget is not None:
+            if self.budget == 0: raise LMError("killed")
+            self.budget -= 1
+
+    def _generate(self, reqs):
+        for i, r in enumerate(reqs):
+            self._spend()
+            yield i, "Naloxone.\nAnswer: A" if "opioid antagonist" in r.prompt[-1]["content"] else "Flumazenil.\nAnswer: B"
+
+    def _label_logprobs(self, pairs):
+        for i, (p, label) in enumerate(pairs):
+            self._spend()
+            good = "opioid antagonist" in p[-1]["content"]
+            if label in RETRIEVAL_TOKENS: yield i, -0.1 if label == RETRIEVAL else -2.3
+            elif label in RELEVANCE_TOKENS + SUPPORT_TOKENS: yield i, -0.05 if (label in (RELEVANT, FULLY_SUPPORTED)) == good else -3.0
+            elif label.startswith("[Utility"): yield i, -1.0
+            else: yield i, -2.0 if "Answer: A" in label else -1.0
+
+
+PASSAGES = [{"id": "nal", "title": "Naloxone", "content": "Naloxone is an opioid antagonist that reverses opioid overdose."},
+            {"id": "flu", "title": "Flumazenil", "content": "Flumazenil reverses benzodiazepine sedation, not opioid overdose."}]
+Q = Question("medqa", "q1", "Which drug reverses opioid overdose?", {"A": "Naloxone", "B": "Flumazenil"}, "A")
+Q2 = Question("medqa", "q2", "What is given first for an opioid overdose in the emergency room?", {"A": "Naloxone", "B": "Flumazenil"}, "A")
+
+
+def test_weights_decide_end_to_end():
+    bm25 = BM25(PASSAGES, progress=False)
+    res = self_biorag([Q], PromptCritic(Scripted("s", progress=False)), bm25, SelfBioRAGSettings(k=2, answer_term="sum"))
+    assert res.questions.option.tolist() == ["A"]  # relevance and support outweigh the model's preference for B
+    assert res.reselect(w_rel=0.0, w_sup=0.0, w_use=0.0).questions.option.tolist() == ["B"]
+    assert res.reselect(w_rel=0.0, w_sup=0.0, w_use=0.0, answer_term="none").questions.evidence_id.tolist() == ["nal"]  # all tie: rank 1
+
+
+def test_a_killed_run_resumes_without_repeating_calls(tmp_path):
+    bm25 = BM25(PASSAGES, progress=False)
+    s = SelfBioRAGSettings(k=2, answer_term="sum")
+    clean = Scripted("s", cache=Cache(tmp_path / "clean.sqlite"), progress=False)
+    want = self_biorag([Q, Q2], PromptCritic(clean), bm25, s)
+    store = Cache(tmp_path / "resume.sqlite")
+    dying = Scripted("s", cache=store, progress=False, budget=7)  # dies in the middle of the judgments
+    with pytest.raises(LMError, match="killed"):
+        self_biorag([Q, Q2], PromptCritic(dying), bm25, s)
+    again = Scripted("s", cache=store, progress=False)
+    got = self_biorag([Q, Q2], PromptCritic(again), bm25, s)
+    assert dying.calls == 7 and dying.calls + again.calls == clean.calls
+    pd.testing.assert_frame_equal(got.candidates, want.candidates)
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    return embedded(cache=Cache(tmp_path_factory.mktemp("cache") / "c.sqlite"), progress=False)
+
+
+def test_delta_with_the_embedded_critic(lm):
+    """The real prompt critic's P([Retrieval]) on one question per dataset; δ = 1 end to end on two of them, δ = 0 on one.
+    (The token critic runs on the embedded model in nbs/api/13_selfbiorag.ipynb.)"""
+    qs = [load_mirage(DATA / "mirage_sample.json", d, limit=1)[0] for d in ("medqa", "medmcqa", "pubmedqa", "bioasq", "mmlu")]
+    critic, bm25 = PromptCritic(lm), BM25(DATA / "medcorpus.jsonl", progress=False)
+    p = retrieval_prob(critic.retrieval(qs))
+    assert ((p > 0) & (p < 1)).all() and len(set(p.round(6))) > 1  # real, question-dependent probabilities
+    rates = [decide(p, "adaptive", d).mean() for d in np.linspace(0, 1, 21)]
+    assert rates[0] == 1.0 and rates[-1] == 0.0 and all(a >= b for a, b in zip(rates, rates[1:]))
+    small = SelfBioRAGSettings(mode="adaptive", k=1, max_tokens=4, answer_term="sum")
+    assert self_biorag(qs[:2], critic, bm25, replace(small, delta=1.0)).retrieval_rate == 0.0
+    every = self_biorag(qs[:1], critic, bm25, replace(small, delta=0.0))
+    assert every.retrieval_rate == 1.0 and every.questions.evidence_id.notna().all()
+    assert every.candidates.relevance.between(0, 1).all()
