@@ -28,9 +28,9 @@ from tqdm.auto import tqdm
 from .cache import Cache, default_cache_path, request_key
 
 # %% auto #0
-__all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'LM', 'OpenAICompatible',
-           'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port',
-           'LlamaCppServer', 'load_llm']
+__all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'through_cache', 'LM',
+           'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM',
+           'free_port', 'LlamaCppServer', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #028419c6
 Prompt = Union[str, list]  # plain text, or chat messages [{"role": ..., "content": ...}]
@@ -64,6 +64,34 @@ def truncate_at_stop(text: str, stop: Sequence[str] | None) -> str:
     return text[:cut]
 
 # %% ../nbs/api/01_llm.ipynb #c928e04c
+def through_cache(cache: Cache | None,  # where results live; None computes everything
+                  reqs: list,  # what `compute` receives
+                  dicts: list[dict],  # one JSON-able description per request: its cache key
+                  compute,  # list of requests -> iterator of (position in that list, result), in any order
+                  desc: str,  # progress-bar label
+                  progress: bool = True,
+                  computed=None,  # called once per computed result (e.g. to count backend calls)
+                 ) -> list:
+    "Results for `reqs`: cached ones read, identical requests computed once, each new result stored the moment it arrives."
+    keys = [request_key(d) for d in dicts]
+    found = cache.get_many(keys) if cache is not None else {}
+    todo = {}  # key -> index of its first request: identical requests are computed once
+    for i, k in enumerate(keys):
+        if k not in found: todo.setdefault(k, i)
+    if todo:
+        idx = list(todo.values())
+        bar = tqdm(total=len(idx), desc=desc, disable=not progress or len(idx) < 2, leave=False)
+        try:
+            for j, value in compute([reqs[i] for i in idx]):
+                i = idx[j]
+                if computed is not None: computed()
+                found[keys[i]] = value
+                if cache is not None: cache.put(keys[i], value, dicts[i])
+                bar.update()
+        finally:
+            bar.close()
+    return [found[k] for k in keys]
+
 class LM:
     """Base class: request keys, the cache, de-duplication and progress. A backend overrides
     `_generate` and `_label_logprobs`, which receive only the requests the cache does not hold and
@@ -121,24 +149,8 @@ class LM:
         return np.array(self._through_cache(pairs, dicts, self._label_logprobs, desc), dtype=float)
 
     def _through_cache(self, reqs: list, dicts: list[dict], compute, desc: str) -> list:
-        keys = [request_key(d) for d in dicts]
-        found = self.cache.get_many(keys) if self.cache is not None else {}
-        todo = {}  # key -> index of its first request: identical requests are computed once
-        for i, k in enumerate(keys):
-            if k not in found: todo.setdefault(k, i)
-        if todo:
-            idx = list(todo.values())
-            bar = tqdm(total=len(idx), desc=desc, disable=not self.progress or len(idx) < 2, leave=False)
-            try:
-                for j, value in compute([reqs[i] for i in idx]):
-                    i = idx[j]
-                    self.calls += 1
-                    found[keys[i]] = value
-                    if self.cache is not None: self.cache.put(keys[i], value, dicts[i])
-                    bar.update()
-            finally:
-                bar.close()
-        return [found[k] for k in keys]
+        def count(): self.calls += 1
+        return through_cache(self.cache, reqs, dicts, compute, desc, self.progress, count)
 
     def _generate(self, reqs: list[GenRequest]) -> Iterator[tuple[int, str]]: raise NotImplementedError
     def _label_logprobs(self, pairs: list[tuple[Prompt, str]]) -> Iterator[tuple[int, float]]: raise NotImplementedError

@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, request_key
+from .cache import Cache, default_cache_path
 from .data import Question
 from .evaluate import correctness, wilcoxon
 from .factcheck import PAPER_LEAF, FactCheckResult, FactCheckSettings, fact_check, question_context
 from .fcrag import AnswerSettings, plain_answers
-from .llm import LM, Transformers, load_llm, user
+from .llm import LM, Transformers, load_llm, through_cache, user
 from .prompts import answer_prompt, parse_option
 from .retrieve import Retriever
 
@@ -337,20 +337,10 @@ class RewardModelScorer:
         kind = "seqcls" if self.path is not None else "pooling"
         reqs = [{"op": "reward", "kind": kind, "model": self.model_id, "label": self.label, "prompt": p, "answer": a}
                 for p, a in zip(prompts, answers)]
-        keys = [request_key(r) for r in reqs]
-        found = self.cache.get_many(keys) if self.cache is not None else {}
-        first: dict[str, int] = {}  # key -> its first request: identical pairs are scored once
-        for i, k in enumerate(keys):
-            if k not in found: first.setdefault(k, i)
-        todo = list(first.values())
-        if todo:
-            run = self._local if self.path is not None else self._remote
-            bar = tqdm(total=len(todo), desc=f"{self.name} scores", disable=not self.progress or len(todo) < 2, leave=False)
-            for j, v in run([(prompts[i], answers[i]) for i in todo]):
-                i = todo[j]; self.calls += 1; found[keys[i]] = v; bar.update()
-                if self.cache is not None: self.cache.put(keys[i], v, reqs[i])
-            bar.close()
-        return np.array([found[k] for k in keys], dtype=float)
+        def count(): self.calls += 1
+        run = self._local if self.path is not None else self._remote
+        out = through_cache(self.cache, list(zip(prompts, answers)), reqs, run, f"{self.name} scores", self.progress, count)
+        return np.array(out, dtype=float)
 
     def add_scores(self, rows: pd.DataFrame) -> pd.DataFrame:
         "`rows` (with `prompt` and `answer`) plus the `<name>_score` column; rows that already have it are returned as they are."
