@@ -14,7 +14,7 @@ from scipy import stats
 from .prompts import UNPARSED
 
 # %% auto #0
-__all__ = ['correctness', 'filtered_accuracy', 'bootstrap_ci', 'wilcoxon', 'mcnemar', 'option_frequency']
+__all__ = ['correctness', 'filtered_accuracy', 'bootstrap_ci', 'wilcoxon', 'mcnemar', 'option_frequency', 'beside_paper']
 
 # %% ../nbs/api/08_evaluate.ipynb #55896441
 def correctness(predicted: Sequence[str],  # option letters from `parse_option` (or UNPARSED)
@@ -78,3 +78,19 @@ def option_frequency(samples: pd.DataFrame,  # one row per sampled answer: qid, 
                         "mean_score": float(chose.score.mean()) if len(chose) else float("nan"),
                         "gold": letter == g.gold.iloc[0]})
     return pd.DataFrame(out)
+
+# %% ../nbs/api/08_evaluate.ipynb #543e1a26
+def beside_paper(ours: pd.DataFrame,  # the run's table: one row per method or metric, one column per dataset
+                 paper: pd.DataFrame,  # the paper's reported values with the same row and column labels
+                 source: str,  # where the paper's values come from, e.g. "LEAF paper, Table 1"
+                ) -> pd.DataFrame:
+    """Per column: the run's value, the paper's and the difference (ours − paper); a row the run lacks is
+    labelled `reported` in the `rows` column, a row the paper lacks `ours only`."""
+    rows = list(dict.fromkeys([*ours.index, *paper.index]))
+    cols = list(dict.fromkeys([*ours.columns, *paper.columns]))
+    o, p = ours.reindex(index=rows, columns=cols), paper.reindex(index=rows, columns=cols)
+    out = pd.concat({c: pd.DataFrame({"ours": o[c], "paper": p[c], "diff": o[c] - p[c]}) for c in cols}, axis=1)
+    kind = ["reported" if r not in ours.index else "ours only" if r not in paper.index else "both" for r in rows]
+    out.insert(0, ("rows", ""), kind)
+    out.attrs["source"] = source
+    return out
