@@ -10,11 +10,14 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
 # %% auto #0
-__all__ = ['SECRET_FIELDS', 'canonical_json', 'request_key', 'default_cache_path', 'Cache']
+__all__ = ['SECRET_FIELDS', 'RECORD_OPS', 'NOT_MODEL_FILES', 'NOT_MODEL_DIRS', 'canonical_json', 'request_key',
+           'default_cache_path', 'CacheError', 'Cache', 'read_record', 'default_digest_path', 'file_digest',
+           'folder_fingerprint', 'identity']
 
 # %% ../nbs/api/00_cache.ipynb #9fd2f923
 SECRET_FIELDS = frozenset({"api_key", "apikey", "authorization", "password", "secret", "token"})
@@ -41,37 +44,64 @@ def default_cache_path() -> Path:
         return Path(os.environ["LEAF_NB_CACHE"]).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "leaf-nb" / "cache.sqlite"
 
+class CacheError(RuntimeError):
+    "A cache file that SQLite cannot read: named, never silently replaced (it may hold hours of finished calls)."
+
 class Cache:
     "A persistent key-value store (SQLite in WAL mode) that is safe under threads, processes and `kill -9`."
     def __init__(self,
                  path: str | Path | None = None,  # database file; `default_cache_path()` if None
                  timeout: float = 60.0,  # seconds to wait for another writer's lock
+                 replay: str | Path | None = None,  # a committed record of calls (JSONL) that answers what the database lacks
+                 record: bool | None = None,  # append every new model call to `replay`; None: when $LEAF_NB_RECORD is set
                 ):
         self.path = Path(path).expanduser() if path is not None else default_cache_path()
         self.timeout = timeout
         self._lock = threading.Lock()
         self._conn_pid: tuple[sqlite3.Connection, int] | None = None
+        self.replay = Path(replay).expanduser() if replay else None
+        self.record = bool(os.environ.get("LEAF_NB_RECORD")) and self.replay is not None if record is None else record
+        if self.record and self.replay is None: raise ValueError("record=True needs a `replay` file to write the calls to")
+        self._replayed: dict[str, Any] | None = None  # key -> value, read on first use
+        self.replay_hits = 0  # lookups answered by the record
 
     def _conn(self) -> sqlite3.Connection:
         # One connection per process (re-opened after a fork), shared by threads under a lock.
         if self._conn_pid is None or self._conn_pid[1] != os.getpid():
+            if self.path.is_dir(): raise CacheError(f"cache {self.path} is a folder; give a file path (e.g. {self.path / 'cache.sqlite'})")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, request TEXT)")
+            try:
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, request TEXT)")
+                cols = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
+            except sqlite3.DatabaseError as e:
+                raise CacheError(f"cache {self.path} cannot be read as a leaf-nb cache (SQLite: {e}); move it aside and "
+                                 "rerun to start a new one, or point $LEAF_NB_CACHE / --cache at another file") from e
+            if cols[:2] != ["key", "value"]:
+                raise CacheError(f"cache {self.path} is an SQLite file of another program (table 'entries' has columns {cols})")
             self._conn_pid = (conn, os.getpid())
         return self._conn_pid[0]
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
-        "The stored values of those `keys` that are present."
+        "The stored values of those `keys` that are present (in the database, else in the `replay` record)."
         keys, found = list(dict.fromkeys(keys)), {}
         with self._lock:
             conn = self._conn()
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
                 rows = conn.execute(f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-                found.update((k, json.loads(v)) for k, v in rows)
+                for key, v in rows:
+                    try: found[key] = json.loads(v)
+                    except json.JSONDecodeError as e:
+                        raise CacheError(f"cache {self.path}: entry {key[:12]}… is not valid JSON ({e}); "
+                                         "the file was edited or damaged outside leaf-nb") from e
+            if self.replay is not None and len(found) < len(keys):
+                replayed = _replay_entries(self)
+                for key in keys:
+                    if key not in found and key in replayed:
+                        found[key] = replayed[key]; self.replay_hits += 1
         return found
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -79,6 +109,7 @@ class Cache:
 
     def put_many(self, items: Iterable[tuple[str, Any, dict | None]]) -> None:
         "Store `(key, value, request)` triples in one transaction; the first value stored for a key wins."
+        items = list(items)
         rows = [(k, json.dumps(v, ensure_ascii=False), None if r is None else canonical_json(r)) for k, v, r in items]
         if not rows: return
         with self._lock:
@@ -90,6 +121,7 @@ class Cache:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if self.record: _append_record(self, items)
 
     def put(self, key: str, value: Any, request: dict | None = None) -> None:
         self.put_many([(key, value, request)])
@@ -104,4 +136,107 @@ class Cache:
             if self._conn_pid is not None and self._conn_pid[1] == os.getpid(): self._conn_pid[0].close()
             self._conn_pid = None
 
-    def __repr__(self): return f"Cache({str(self.path)!r})"
+    def __repr__(self): return f"Cache({str(self.path)!r}" + (f", replay={str(self.replay)!r})" if self.replay else ")")
+
+# %% ../nbs/api/00_cache.ipynb #a66905f1
+RECORD_OPS = frozenset({"generate", "label_logprob", "reward"})  # request ops a record keeps: model calls, not searches
+
+def read_record(path: str | Path,  # a JSONL record written with `record=True`
+               ) -> dict[str, Any]:
+    "key -> value for every line of a record; a damaged line is an error naming the file and line."
+    path, out = Path(path), {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip(): continue
+        try:
+            entry = json.loads(line)
+            out[request_key(entry["request"])] = entry["value"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise CacheError(f"{path}:{n}: not a record line ({type(e).__name__}: {e}); re-record with `leaf-nb record`") from e
+    return out
+
+def _replay_entries(cache: Cache) -> dict[str, Any]:
+    "The cache's record, read once; a missing record is announced, never an error (the model answers instead)."
+    if cache._replayed is None:
+        if cache.replay.exists(): cache._replayed = read_record(cache.replay)
+        else:
+            if not cache.record:
+                warnings.warn(f"no record at {cache.replay}: every call runs on the model (write one with `leaf-nb record`)")
+            cache._replayed = {}
+    return cache._replayed
+
+def _append_record(cache: Cache, items: list) -> None:
+    "Append the model calls among `items` to the cache's record, synced to disk."
+    lines = [json.dumps({"request": _without_secrets(r), "value": v}, ensure_ascii=False, sort_keys=True) + "\n"
+             for k, v, r in items if r is not None and r.get("op") in RECORD_OPS]
+    if not lines: return
+    cache.replay.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.replay, "a", encoding="utf-8") as f:
+        f.writelines(lines); f.flush(); os.fsync(f.fileno())
+
+# %% ../nbs/api/00_cache.ipynb #d99a0a11
+def default_digest_path() -> Path:
+    "Where file hashes are remembered: `digests.sqlite` beside the default cache."
+    return default_cache_path().with_name("digests.sqlite")
+
+_memo_lock = threading.Lock()
+
+def _memo(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS digests (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, digest TEXT)")
+    return conn
+
+def file_digest(path: str | Path,  # any file
+                memo: str | Path | None | bool = True,  # where hashes are remembered; True: `default_digest_path()`, False: never
+               ) -> str:
+    "SHA-256 of a file's bytes, hashed once per (path, size, mtime, inode) and then remembered."
+    path = Path(path).expanduser().resolve()
+    st = path.stat()
+    stamp = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    conn = None
+    if memo is not False:
+        try:
+            conn = _memo(default_digest_path() if memo is True else Path(memo))
+            row = conn.execute("SELECT size, mtime_ns, inode, digest FROM digests WHERE path = ?", stamp[:1]).fetchone()
+            if row is not None and tuple(row[:3]) == stamp[1:]: conn.close(); return row[3]
+        except sqlite3.DatabaseError as e:  # an unreadable memo costs a re-hash, never a wrong answer
+            warnings.warn(f"file-hash memo unusable ({e}); hashing {path.name} without it")
+            conn = None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""): h.update(block)
+    digest = h.hexdigest()
+    if conn is not None:
+        with _memo_lock:
+            conn.execute("INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?)", (*stamp, digest))
+        conn.close()
+    return digest
+
+# %% ../nbs/api/00_cache.ipynb #3b745c95
+NOT_MODEL_FILES = ("trainer_state.json", "training_args.bin", "optimizer.pt", "optimizer.bin", "scheduler.pt",
+                   "scaler.pt", "rng_state*.pth", "README*", "*.md", "*.log", "*.lock", "*.tmp")  # never part of a fingerprint
+NOT_MODEL_DIRS = ("checkpoint-*", "runs", "logs", "__pycache__")  # sub-folders skipped (plus hidden ones)
+
+def folder_fingerprint(folder: str | Path,  # a model, tokenizer, encoder or checkpoint folder
+                       memo: str | Path | None | bool = True,  # passed to `file_digest`
+                      ) -> str:
+    "SHA-256 over (relative path, content hash) of the files that decide what a model folder computes."
+    import fnmatch
+    folder = Path(folder).expanduser()
+    if not folder.is_dir(): raise FileNotFoundError(f"{folder} is not a folder")
+    files = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts): continue
+        if any(fnmatch.fnmatch(part, pat) for part in rel.parts[:-1] for pat in NOT_MODEL_DIRS): continue
+        if p.is_dir() or any(fnmatch.fnmatch(p.name, pat) for pat in NOT_MODEL_FILES): continue
+        files.append((rel.as_posix(), file_digest(p, memo)))
+    if not files: raise FileNotFoundError(f"{folder} holds no model files")
+    return request_key({"files": files})
+
+def identity(digest: str,  # a fingerprint or file hash
+             name: str = "",  # a name that is part of the identity (a served model's name); never a folder name
+            ) -> str:
+    "`sha256:<first 16 hex digits>`, after `name@` when given: what cache keys and provenance call a model."
+    return f"{name}@sha256:{digest[:16]}" if name else f"sha256:{digest[:16]}"

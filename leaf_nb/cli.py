@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__
-from .cache import Cache, default_cache_path
+from .cache import Cache, CacheError, default_cache_path
 from .llm import LMError, LlamaCppServer, load_llm, user
 
 # %% auto #0
 __all__ = ['LLM_HELP', 'arg', 'subcommand', 'build_parser', 'main', 'cache_args', 'open_cache', 'generate_cmd', 'serve_cmd',
-           'index_cmd', 'search_cmd', 'check_cmd', 'reproduce_cmd']
+           'index_cmd', 'search_cmd', 'check_cmd', 'read_profile', 'check_parameters', 'reproduce_cmd', 'record_path',
+           'record_cmd']
 
 # %% ../nbs/api/10_cli.ipynb #88973152
 _COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args._run(args) or 0
-    except (LMError, ValueError, ImportError, FileNotFoundError, FileExistsError) as e:
+    except (LMError, CacheError, ValueError, ImportError, FileNotFoundError, FileExistsError) as e:
         print(f"leaf-nb {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -136,7 +137,13 @@ def search_cmd(args) -> int:
 # %% ../nbs/api/10_cli.ipynb #aec10494
 def _text_arg(value: str | None, path: str | None, name: str) -> str | None:
     if value is not None and path is not None: raise ValueError(f"give --{name} or --{name}-file, not both")
-    return Path(path).read_text(encoding="utf-8") if path is not None else value
+    if path is None: return value
+    try: return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise ValueError(f"--{name}-file {path}: not UTF-8 (byte {e.start}); re-encode it as UTF-8") from e
+
+def _say(text: str) -> None:
+    "A progress line on stderr (stdout stays for results)."
+    print(f"leaf-nb: {text}", file=sys.stderr, flush=True)
 
 @subcommand("check", "Fact-check one answer to a medical question with LEAF; print its score and sentence verdicts.",
             arg("--question", default=None), arg("--question-file", default=None),
@@ -145,7 +152,8 @@ def _text_arg(value: str | None, path: str | None, name: str) -> str | None:
             arg("--index", required=True, help="index folder written by `leaf-nb index`"),
             arg("--llm", default="embedded", help="writes the search queries: " + LLM_HELP),
             arg("--rater", default=None, help="judges the sentences (default: --llm): " + LLM_HELP),
-            arg("-k", type=int, default=3, help="documents per sentence"),
+            arg("-k", type=int, default=3, help="documents per search (paper: 3)"),
+            arg("--searches", type=int, default=None, help="searches per sentence, each looking for what the earlier ones missed (default: the paper profile's)"),
             arg("--verdict", choices=["cot", "logprob"], default="cot", help="cot: reason then label (paper); logprob: label probability"),
             arg("--no-context", action="store_true", help="do not show the question to the query writer and rater (ablation)"),
             arg("--rater-max-tokens", type=int, default=512),
@@ -158,14 +166,20 @@ def check_cmd(args) -> int:
     question = _text_arg(args.question, args.question_file, "question")
     answer = _text_arg(args.answer, args.answer_file, "answer")
     if not question or not answer: raise ValueError("give the question (--question or --question-file) and the answer (--answer or --answer-file)")
-    options = json.loads(args.options) if args.options else None
+    try: options = json.loads(args.options) if args.options else None
+    except json.JSONDecodeError as e: raise ValueError(f"--options is not valid JSON ({e}); give an object such as '{{\"A\": \"Naloxone\"}}'") from e
     if options is not None and not isinstance(options, dict): raise ValueError("--options must be a JSON object such as {\"A\": \"...\"}")
     cache = open_cache(args)
     llm = load_llm(args.llm, cache=cache, progress=False)
     rater = load_llm(args.rater, cache=cache, progress=False) if args.rater else llm
-    settings = FactCheckSettings(k=args.k, verdict=args.verdict, use_context=not args.no_context, rater_max_tokens=args.rater_max_tokens)
+    settings = FactCheckSettings(k=args.k, verdict=args.verdict, use_context=not args.no_context, rater_max_tokens=args.rater_max_tokens,
+                                 **({"n_searches": args.searches} if args.searches is not None else {}))
     context = question_context(question, options)
-    res = fact_check([answer], [context], llm=llm, rater=rater, retriever=load_index(args.index, cache=cache), settings=settings)
+    _say(f"loading index {args.index}")
+    retriever = load_index(args.index, cache=cache, progress=False)
+    _say(f"checking the answer sentence by sentence: up to {settings.n_searches} queries by {llm.model_id}, {args.k} documents each from {retriever.kind}, "
+         f"{args.verdict} verdicts by {rater.model_id}" + (" (a local model loads on its first uncached call)" if not args.llm.startswith("openai:") else ""))
+    res = fact_check([answer], [context], llm=llm, rater=rater, retriever=retriever, settings=settings)
     if args.html:
         Path(args.html).write_text(fact_check_report(res, 0, question=context), encoding="utf-8")
     out = res.answer(0)
@@ -182,6 +196,46 @@ def _parse_value(text: str):
     try: return json.loads(text)
     except json.JSONDecodeError: return text
 
+def read_profile(path: str | Path,  # a YAML profile such as a notebook's *.paper.yaml
+                ) -> dict:
+    "A profile's parameters; a file that is not a YAML mapping is an error naming the file (and line)."
+    import yaml
+    path = Path(path)
+    try: data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e: raise ValueError(f"profile {path}: not UTF-8 (byte {e.start})") from e
+    except yaml.YAMLError as e: raise ValueError(f"profile {path}: not valid YAML: {e}") from e
+    if data is None: return {}
+    if not isinstance(data, dict): raise ValueError(f"profile {path}: expected a mapping of parameter: value, got a {type(data).__name__}")
+    return data
+
+_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
+
+def _default_type(source: str) -> type | None:
+    "The type of a parameter's default as written in the notebook (papermill infers types only from annotations)."
+    import ast
+    try: return type(ast.literal_eval(source))
+    except (ValueError, SyntaxError): return None
+
+def check_parameters(notebook: Path,  # the paper notebook
+                     given: dict[str, tuple],  # name -> (value, where it came from: a profile file or "-p")
+                    ) -> dict:
+    "The parameters to pass, after checking each name exists in the notebook and each value has its default's type."
+    import difflib
+    import papermill as pm
+    declared = pm.inspect_notebook(str(notebook))
+    problems = []
+    for name, (value, source) in given.items():
+        if name not in declared:
+            near = difflib.get_close_matches(name, declared, n=1)
+            problems.append(f"{source}: {notebook.name} has no parameter {name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+            continue
+        kind = _default_type(declared[name]["default"])
+        ok = _TYPES.get(kind)
+        if ok and not (isinstance(value, ok) and not (isinstance(value, bool) and bool not in ok)):
+            problems.append(f"{source}: parameter {name!r} takes a {kind.__name__} (default {declared[name]['default']}), got {value!r}")
+    if problems: raise ValueError("; ".join(problems) + f". {notebook.name} takes: {', '.join(declared)}")
+    return {name: value for name, (value, _) in given.items()}
+
 @subcommand("reproduce", "Run a paper notebook with papermill (smoke defaults, or a profile) and keep the executed copy beside its outputs.",
             arg("notebook", help="e.g. nbs/papers/leaf/table2_fcrag.ipynb"),
             arg("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="override one parameter (JSON values parsed)"),
@@ -192,15 +246,54 @@ def reproduce_cmd(args) -> int:
     import yaml
     nb = Path(args.notebook).resolve()
     if not nb.exists(): raise FileNotFoundError(f"no notebook {args.notebook}")
-    params = yaml.safe_load(Path(args.parameters_file).read_text()) if args.parameters_file else {}
-    params.update({name: _parse_value(value) for name, value in args.parameter})
+    given = {k: (v, f"profile {args.parameters_file}") for k, v in (read_profile(args.parameters_file) if args.parameters_file else {}).items()}
+    given.update({name: (_parse_value(value), "-p") for name, value in args.parameter})
+    params = check_parameters(nb, given)
     defaults = {p["name"]: p["default"] for p in pm.inspect_notebook(str(nb)).values()}
-    unknown = sorted(set(params) - set(defaults))
-    if unknown: raise ValueError(f"{nb.name} has no parameter {', '.join(unknown)}; it takes {', '.join(defaults)}")
     out_dir = params.get("out_dir") or _parse_value(defaults.get("out_dir", '"."'))
     out = (nb.parent / out_dir).resolve()  # relative paths in a paper notebook are relative to its folder
     out.mkdir(parents=True, exist_ok=True)
     executed = out / f"{nb.stem}.executed.ipynb"
     pm.execute_notebook(str(nb), str(executed), parameters=params, cwd=str(nb.parent), kernel_name=args.kernel, progress_bar=False)
     print(f"ran {nb.name} -> {executed}")
+    return 0
+
+# %% ../nbs/api/10_cli.ipynb #eaa70d11
+def record_path(notebook: str | Path) -> Path:
+    "Where a notebook's record of model calls lives: `records/<stem>.jsonl` beside it."
+    notebook = Path(notebook)
+    return notebook.parent / "records" / f"{notebook.stem}.jsonl"
+
+@subcommand("record", "Re-record the model calls a notebook's smoke run replays (records/<notebook>.jsonl beside it).",
+            arg("notebooks", nargs="+", help="notebooks to run, e.g. nbs/papers/leaf/table1_filtered_accuracy.ipynb"),
+            arg("--flags", default="slow", help="nbdev test flags to run with (default: slow, as CI does)"))
+def record_cmd(args) -> int:
+    import os
+    import tempfile
+    try:
+        from nbdev.config import get_config
+        from nbdev.test import test_nb
+    except ImportError as e: raise ImportError("leaf-nb record runs notebooks with nbdev: pip install -e '.[dev]'") from e
+    skip = get_config().tst_flags.split()
+    for name in args.notebooks:
+        nb = Path(name).resolve()
+        if not nb.is_file(): raise FileNotFoundError(f"no notebook {name}")
+        rec = record_path(nb)
+        old = rec.read_bytes() if rec.exists() else None
+        rec.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"LEAF_NB_RECORD": "1", "LEAF_NB_CACHE": str(Path(tmp) / "cache.sqlite")}
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try: ok, secs = test_nb(nb, skip_flags=skip, force_flags=args.flags.split())
+            finally:
+                for k, v in saved.items():
+                    if v is None: os.environ.pop(k, None)
+                    else: os.environ[k] = v
+        if not ok:
+            rec.unlink(missing_ok=True)
+            if old is not None: rec.write_bytes(old)  # a failed run leaves the old record as it was
+            raise ValueError(f"{nb.name} failed while recording; its record is unchanged")
+        n = sum(1 for _ in open(rec, encoding="utf-8")) if rec.exists() else 0
+        _say(f"{nb.name}: {n} model calls recorded in {rec} ({secs:.0f} s)")
     return 0

@@ -35,10 +35,13 @@ def load_mirage(path: str | Path,  # MIRAGE's benchmark.json
                ) -> list[Question]:
     "The questions of one MIRAGE dataset, checked record by record."
     path = Path(path).expanduser()
+    if not path.is_file(): raise FileNotFoundError(f"MIRAGE benchmark not found: {path} (give the path to benchmark.json)")
     try: data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e: raise BenchmarkError(f"{path}: not UTF-8 (byte {e.start}); re-encode the file as UTF-8") from e
     except json.JSONDecodeError as e: raise BenchmarkError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(data, dict): raise BenchmarkError(f"{path}: expected {{dataset: {{qid: record}}}}, got {type(data).__name__}")
     if dataset not in data: raise BenchmarkError(f"{path}: no dataset {dataset!r}; it has {sorted(data)}")
+    if not isinstance(data[dataset], dict): raise BenchmarkError(f"{path}: {dataset}: expected {{qid: record}}, got {type(data[dataset]).__name__}")
     out = []
     for qid, rec in list(data[dataset].items())[:limit]:
         where = f"{path}: {dataset}/{qid}"
@@ -123,13 +126,18 @@ def _records(source: Path) -> Iterable[tuple[str, object]]:
         for f in files: yield from _records(f)
         return
     if not source.exists(): raise FileNotFoundError(f"claims not found: {source}")
-    text = source.read_text(encoding="utf-8")
+    raw = source.read_bytes()
     if source.suffix == ".jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip(): continue
-            try: yield f"{source}:{n}", json.loads(line)
+            try: yield f"{source}:{n}", json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as e: raise BenchmarkError(f"{source}:{n}: not UTF-8 (byte {line[e.start]:#04x} at column {e.start + 1})") from e
             except json.JSONDecodeError as e: raise BenchmarkError(f"{source}:{n}: not valid JSON ({e})") from e
         return
+    try: text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise BenchmarkError(f"{source}:{line}: not UTF-8 (byte {raw[e.start]:#04x}); re-encode the file as UTF-8") from e
     try: data = json.loads(text)
     except json.JSONDecodeError as e: raise BenchmarkError(f"{source}: not valid JSON ({e})") from e
     if isinstance(data, list):
@@ -199,6 +207,7 @@ def load_claims(path: str | Path,  # a split folder (one JSON per claim), a JSON
         if c.event_id in seen: raise BenchmarkError(f"{where}: duplicate `{fields.event_id}` {c.event_id!r} (first at {seen[c.event_id]})")
         seen[c.event_id] = where
         out.append(c)
+    if not out: raise BenchmarkError(f"{source}: no claim records (the file is empty)")
     return out
 
 # %% ../nbs/api/07_data.ipynb #b3ee0274

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Iterator, Sequence, Union
 import numpy as np
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, request_key
+from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, request_key
 
 # %% auto #0
 __all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'through_cache', 'LM',
@@ -99,13 +100,24 @@ class LM:
     kind = "lm"
 
     def __init__(self,
-                 model_id: str,  # names the model in cache keys (never a path on this machine)
+                 model_id: str,  # a readable name for logs and tables (never a path on this machine)
                  cache: Cache | str | Path | None = None,  # a `Cache`, its path, or None for no persistence
                  progress: bool = True,  # show tqdm bars for calls that reach the backend
+                 identity: str | None = None,  # what cache keys call the model; None: the backend works it out (`identity`)
                 ):
-        self.model_id, self.progress = model_id, progress
+        self.model_id, self.progress, self._identity = model_id, progress, identity
         self.cache = cache if isinstance(cache, Cache) or cache is None else Cache(cache)
         self.calls = 0  # requests sent to the backend (cache misses), over this object's life
+
+    @property
+    def identity(self) -> str:
+        "What computes the answers, as cache keys name it: a fingerprint of the model's files or of what its server says."
+        if self._identity is None: self._identity = self._identify()
+        return self._identity
+
+    def _identify(self) -> str:
+        "Backends with weights or a server override this; a test double is named by its `model_id`."
+        return self.model_id
 
     def generate(self,
                  prompts: Sequence[Prompt],  # texts or chat-message lists
@@ -120,7 +132,7 @@ class LM:
         stop = tuple(stop) if stop else None
         reqs = [GenRequest(p, float(temperature), int(max_tokens), stop, None if seed is None else seed + i)
                 for p in prompts for i in range(n)]
-        dicts = [{"op": "generate", "kind": self.kind, "model": self.model_id, "prompt": r.prompt,
+        dicts = [{"op": "generate", "kind": self.kind, "model": self.identity, "prompt": r.prompt,
                   "params": {"temperature": r.temperature, "max_tokens": r.max_tokens, "stop": r.stop, "seed": seed},
                   "sample": 0 if temperature == 0 else i}
                  for r, i in zip(reqs, [i for _ in prompts for i in range(n)])]
@@ -144,7 +156,8 @@ class LM:
         "Array `(len(prompts),)` of log P(continuation_i | prompt_i): `label_logprobs` pair by pair, without the cross product (same cache entries)."
         if len(prompts) != len(continuations): raise ValueError(f"{len(prompts)} prompts for {len(continuations)} continuations")
         pairs = list(zip(prompts, continuations))
-        dicts = [{"op": "label_logprob", "kind": self.kind, "model": self.model_id, "prompt": p, "label": l}
+        if not pairs: return np.zeros(0)
+        dicts = [{"op": "label_logprob", "kind": self.kind, "model": self.identity, "prompt": p, "label": l}
                  for p, l in pairs]
         return np.array(self._through_cache(pairs, dicts, self._label_logprobs, desc), dtype=float)
 
@@ -161,9 +174,15 @@ class LM:
 def _api_key(explicit: str | None) -> str:
     return explicit or os.environ.get("LEAF_NB_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
-def _run_pool(fn, items: list, workers: int, what: str) -> Iterator[tuple[int, object]]:
-    "Run `fn(item)` with at most `workers` in flight; yield `(index, result)` as each finishes, stop at the first failure."
+def _run_pool(fn, items: list, workers: int, what: str,
+              give_up_after: int | None = None,  # failures in a row after which the rest are not sent; default max(3, workers)
+             ) -> Iterator[tuple[int, object]]:
+    """Run `fn(item)` with at most `workers` in flight; yield `(index, result)` as each finishes. A failed request does
+    not hold up the others: they go on, and their results are yielded (and cached); only a run of `give_up_after`
+    failures in a row — a dead server — stops sending. Then `LMError` says how many failed and how many were not sent."""
+    give_up_after = give_up_after or max(3, workers)
     failures: list[BaseException] = []
+    in_a_row = 0
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
         it = iter(enumerate(items))
         running = {}
@@ -176,12 +195,18 @@ def _run_pool(fn, items: list, workers: int, what: str) -> Iterator[tuple[int, o
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
                 i = running.pop(f)
-                try: yield i, f.result()
-                except Exception as e: failures.append(e)
-            if not failures: submit()
+                try: result = f.result()
+                except Exception as e:
+                    failures.append(e); in_a_row += 1
+                    continue
+                in_a_row = 0
+                yield i, result
+            if in_a_row < give_up_after: submit()
     if failures:
-        raise LMError(f"{what}: {len(failures)} of {len(items)} requests failed after retries; "
-                      f"results that finished were kept. Last error: {failures[-1]!r}") from failures[-1]
+        not_sent = sum(1 for _ in it)  # what was never submitted
+        raise LMError(f"{what}: {len(failures)} of {len(items)} requests failed after retries"
+                      + (f" and {not_sent} were not sent ({in_a_row} failures in a row: the server stopped answering)" if not_sent else "")
+                      + f"; results that finished were kept. Last error: {failures[-1]!r}") from failures[-1]
 
 class OpenAICompatible(LM):
     "Any server that speaks the OpenAI API: `vllm serve`, SGLang, llama.cpp's server, Ollama."
@@ -197,8 +222,9 @@ class OpenAICompatible(LM):
                  tokenizer=None,  # the served model's HF tokenizer, its folder, or a function returning either; needed by `label_logprobs`
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
+                 identity: str | None = None,  # what the model is, for servers that do not say (`openai:URL#name@identity`); None: ask `/models`
                 ):
-        super().__init__(model, cache, progress)
+        super().__init__(model, cache, progress, identity=None if identity is None else f"{model}@{identity}")
         self.base_url, self.max_concurrency = base_url.rstrip("/"), max_concurrency
         self.max_retries, self.timeout = max_retries, timeout
         self._api_key, self._client, self._tokenizer = api_key, None, tokenizer
@@ -215,6 +241,28 @@ class OpenAICompatible(LM):
                                          max_retries=self.max_retries, timeout=self.timeout, http_client=http)
         return self._client
 
+    def models(self) -> list[dict]:
+        "The server's `GET /models` entries: one cheap request, made when the identity is first needed."
+        try:
+            page = self.client.models.list()
+        except Exception as e:
+            raise LMError(f"server {self.base_url} did not answer GET /models ({type(e).__name__}: {e}); is it running? "
+                          "To run from the cache alone, name the model's identity in the spec: openai:URL#name@identity") from e
+        return [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in page.data]
+
+    def _identify(self) -> str:
+        served = self.models()
+        entry = next((m for m in served if m.get("id") == self.model_id), None)
+        if entry is None:
+            raise LMError(f"server {self.base_url} does not serve {self.model_id!r}; it serves {[m.get('id') for m in served]}")
+        # what a server says about the weights (vLLM: root, max_model_len; llama.cpp: meta), less what changes per request
+        said = {k: v for k, v in entry.items() if k not in ("id", "object", "created", "owned_by", "permission", "permissions") and v}
+        if not said:
+            warnings.warn(f"server {self.base_url} says nothing about {self.model_id!r} but its name, so the cache can only tell "
+                          "models apart by that name; give the spec an identity (openai:URL#name@identity) when the name is reused",
+                          stacklevel=4)
+        return identity(request_key(said), self.model_id) if said else self.model_id
+
     def _count_attempt(self, request):
         with self._count_lock: self.attempts += 1
 
@@ -230,10 +278,15 @@ class OpenAICompatible(LM):
     def _complete(self, r: GenRequest) -> str:
         kw = dict(max_tokens=r.max_tokens, temperature=r.temperature, stop=list(r.stop) if r.stop else None)
         if r.seed is not None: kw["seed"] = r.seed
-        if isinstance(r.prompt, str):
-            text = self._create(self.client.completions, prompt=r.prompt, **kw).choices[0].text
-        else:
-            text = self._create(self.client.chat.completions, messages=r.prompt, **kw).choices[0].message.content or ""
+        chat = not isinstance(r.prompt, str)
+        api = self.client.chat.completions if chat else self.client.completions
+        resp = self._create(api, **({"messages": r.prompt} if chat else {"prompt": r.prompt}), **kw)
+        if not getattr(resp, "choices", None):
+            raise LMError(f"server {self.base_url} answered a completion with no choices")
+        choice = resp.choices[0]
+        text = choice.message.content if chat else choice.text
+        if text is None:  # an empty string is an answer; a missing one is not
+            raise LMError(f"server {self.base_url} answered with no completion text (finish_reason={choice.finish_reason!r})")
         return truncate_at_stop(text, r.stop)
 
     def _generate(self, reqs):
@@ -281,7 +334,7 @@ class Transformers(LM):
     def __init__(self,
                  path: str | Path,  # a model folder (or the folder holding `gguf_file`)
                  gguf_file: str | None = None,  # a GGUF file name inside `path`, loaded and dequantised by transformers
-                 model_id: str | None = None,  # default: the folder name (plus the GGUF file name)
+                 model_id: str | None = None,  # a readable name; default: the folder name (plus the GGUF file name)
                  batch_size: int = 8,  # prompts per forward pass
                  device: str | None = None,  # default "cuda" when available, else "cpu"
                  dtype: str = "auto",  # torch dtype name, or "auto" (bfloat16 on GPU, float32 on CPU)
@@ -293,6 +346,12 @@ class Transformers(LM):
         self.path, self.gguf_file, self.batch_size = path, gguf_file, batch_size
         self.device, self.dtype = device, dtype
         self._model = self._tok = None
+
+    def _identify(self) -> str:
+        "A hash of the GGUF file, or a fingerprint of the folder's files (config, tokenizer, weights): never its path or name."
+        if not self.path.is_dir(): raise FileNotFoundError(f"model folder {self.path} does not exist")
+        if self.gguf_file: return identity(file_digest(self.path / self.gguf_file))
+        return identity(folder_fingerprint(self.path))
 
     def load(self):
         "Load tokenizer and weights (done on first use; a run answered by the cache never loads them)."
@@ -439,6 +498,8 @@ def embedded_dir(root: str | Path | None = None,  # default: $LEAF_NB_MODELS, el
 class Embedded(Transformers):
     "SmolLM2-135M-Instruct through `Transformers`; the converted folder is made or found on first load."
     def __init__(self, **kwargs): super().__init__("SmolLM2-135M-Instruct-Q4_1", model_id="SmolLM2-135M-Instruct-Q4_1", **kwargs)
+    def _identify(self) -> str:  # the shipped GGUF file: the converted folder is made from it, deterministically
+        return identity(file_digest(embedded_gguf()))
     def load(self):
         if self._model is None: self.path = embedded_dir()
         return super().load()
@@ -465,7 +526,8 @@ class VLLM(LM):
             raise ImportError("the VLLM backend needs vllm on a GPU machine (pip install vllm); "
                               "or serve the model with `vllm serve` and use OpenAICompatible") from e
         path = Path(path).expanduser()
-        super().__init__(model_id or path.name, cache, progress)
+        if not path.is_dir(): raise FileNotFoundError(f"vllm: {path} is not a local model folder (leaf-nb never downloads models)")
+        super().__init__(model_id or path.name, cache, progress, identity=identity(folder_fingerprint(path)))
         self._vllm, self.llm = vllm, vllm.LLM(model=str(path), **engine_kwargs)
 
     @property
@@ -546,6 +608,7 @@ class LlamaCppServer:
     def lm(self, **kwargs) -> OpenAICompatible:
         "An `OpenAICompatible` backend for this server (with the embedded tokenizer when it serves the embedded model)."
         if self.serves_embedded: kwargs.setdefault("tokenizer", embedded_dir)
+        kwargs.setdefault("identity", identity(file_digest(self.model)))  # llama-cpp-python's /models names only the alias
         return OpenAICompatible(self.base_url, self.alias, **kwargs)
 
     def stop(self) -> None:
@@ -560,7 +623,7 @@ class LlamaCppServer:
     def __exit__(self, *exc): self.stop()
 
 # %% ../nbs/api/01_llm.ipynb #2dbf6861
-def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name" or "vllm:/path/to/model"
+def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name[@identity]" or "vllm:/path/to/model"
              **kwargs,  # passed to the backend (cache, batch_size, max_concurrency, ...)
             ) -> LM:
     "The backend a spec string names: one parameter for CLIs and papermill notebooks."
@@ -570,6 +633,8 @@ def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:
     if kind == "vllm" and rest: return VLLM(rest, **kwargs)
     if kind == "openai" and rest:
         url, _, model = rest.partition("#")
-        if not url or not model: raise ValueError(f"openai spec needs a URL and a model name: openai:URL#MODEL, got {spec!r}")
-        return OpenAICompatible(url, model, **kwargs)
+        model, at, ident = model.partition("@")
+        if not url or not model or (at and not ident):
+            raise ValueError(f"openai spec needs a URL and a model name: openai:URL#MODEL or openai:URL#MODEL@IDENTITY, got {spec!r}")
+        return OpenAICompatible(url, model, **({"identity": ident} if ident else {}), **kwargs)
     raise ValueError(f"unknown LLM spec {spec!r}: use 'embedded', 'hf:PATH', 'openai:URL#MODEL' or 'vllm:PATH'")

