@@ -2,12 +2,14 @@
 
 The same answers are checked both ways on the same backend, without a cache, with the embedded
 SmolLM2-135M-Instruct writing queries and rating, and BM25 over the shipped corpus:
-  (a) sequential: for each sentence, one query call, one search, one rating call;
-  (b) batched: `fact_check` on all answers at once (one call per stage; requests in flight together
-      for a server, batched forward passes for the local model).
-Verdict agreement between (a) and (b) is printed too.
+  (a) sequential: for each sentence, SAFE's loop of single calls: up to `--searches` rounds of one query
+      call (shown the documents found so far) and one search, then one rating call;
+  (b) batched: `fact_check` on all answers at once (one call per search round and one for the verdicts;
+      requests in flight together for a server, batched forward passes for the local model).
+Both stop a sentence's searches early the same way (a search that adds no new document, or a later reply
+without a query). Verdict agreement between (a) and (b) is printed too.
 
-    .venv/bin/python benchmarks/factcheck_throughput.py [--backend server|local|both] [-n 8]
+    .venv/bin/python benchmarks/factcheck_throughput.py [--backend server|local|both] [-n 8] [--searches 1]
 """
 import argparse
 import time
@@ -34,8 +36,14 @@ def sequential(lm, bm25, answers, s):
     verdicts = []
     for a in answers:
         for sent in split_sentences(a):
-            q = parse_query(lm.generate([user(query_prompt(sent, QUESTION))], max_tokens=s.query_max_tokens)[0][0])
-            hits = bm25.search([sent if q == UNPARSED else q], k=s.k)[0]
+            hits = []
+            for r in range(s.n_searches):
+                q = parse_query(lm.generate([user(query_prompt(sent, QUESTION, _knowledge(hits)))], max_tokens=s.query_max_tokens)[0][0])
+                if q == UNPARSED and r: break
+                seen = {h.id for h in hits}
+                new = [h for h in bm25.search([sent if q == UNPARSED else q], k=s.k)[0] if h.id not in seen]
+                hits += new
+                if not new: break
             reply = lm.generate([user(fact_check_prompt(sent, _knowledge(hits), QUESTION))], max_tokens=s.rater_max_tokens)[0][0]
             verdicts.append(parse_verdict(reply))
     return verdicts
@@ -58,9 +66,10 @@ def main():
     ap.add_argument("--backend", choices=["server", "local", "both"], default="both")
     ap.add_argument("-n", type=int, default=8, help="answers (the 4 written here, repeated with a variant suffix)")
     ap.add_argument("--rater-max-tokens", type=int, default=48)
+    ap.add_argument("--searches", type=int, default=1, help="searches per sentence (the paper profile uses 5)")
     args = ap.parse_args()
     answers = [ANSWERS[i % len(ANSWERS)] + ("" if i < len(ANSWERS) else f" (Variant {i}.)") for i in range(args.n)]
-    s = FactCheckSettings(query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
+    s = FactCheckSettings(n_searches=args.searches, query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
     bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
     lines = []
     if args.backend in ("server", "both"):
@@ -72,7 +81,7 @@ def main():
         local = embedded(progress=False)
         local.load()
         lines.append(run("transformers, batch 1 vs 16", lambda sequential: local.derive(batch_size=1 if sequential else 16, cache=None), answers, s, bm25))
-    print(f"\n{args.n} answers, query 24 tokens, rater {args.rater_max_tokens} tokens (cot), k=3, no cache\n")
+    print(f"\n{args.n} answers, {args.searches} search(es) per sentence, query 24 tokens, rater {args.rater_max_tokens} tokens (cot), k=3, no cache\n")
     print("| backend | sentences | sequential sent/s | batched sent/s | ratio | verdict agreement |")
     print("|---|---|---|---|---|---|")
     print("\n".join(lines))

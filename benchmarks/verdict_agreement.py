@@ -2,7 +2,8 @@
 
 Checks the statements of `data/verdict_claims.jsonl` (written by us, half supported by the shipped corpus,
 half contradicted by it) with `fact_check(verdict="cot")` and `fact_check(verdict="logprob")`, the same
-query writer and BM25 over `data/medcorpus.jsonl`, no cache. Prints how often the two verdicts agree,
+query writer (the rater, as in SAFE and LEAF, unless `--writer` names another) and BM25 over
+`data/medcorpus.jsonl`, `--searches` searches per statement (default 1), no cache. Prints how often the two verdicts agree,
 how often each matches our labels, how many chain-of-thought replies ended without a label, and the
 sentences/s of each mode.
 
@@ -28,23 +29,28 @@ def main():
     ap.add_argument("--rater", default="embedded", help="LLM spec of the rater (see load_llm)")
     ap.add_argument("--rater-tokenizer", default=None, help="tokenizer folder of a served rater (needed for logprob)")
     ap.add_argument("--rater-max-tokens", type=int, default=96)
+    ap.add_argument("--writer", default=None, help="LLM spec of the query writer; default: the rater (SAFE's one model)")
+    ap.add_argument("--searches", type=int, default=1, help="searches per statement (the paper profile uses 5)")
     args = ap.parse_args()
     claims = [json.loads(line) for line in (ROOT / "data" / "verdict_claims.jsonl").read_text().splitlines()]
     bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
-    writer = embedded(cache=None, progress=False)
     served = {"tokenizer": args.rater_tokenizer} if args.rater_tokenizer else {}
-    rater = writer if args.rater == "embedded" else load_llm(args.rater, cache=None, progress=False, **served)
-    writer.generate(["warm-up"], max_tokens=1)  # load the weights outside the timings
+    rater = embedded(cache=None, progress=False) if args.rater == "embedded" else load_llm(args.rater, cache=None, progress=False, **served)
+    writer = rater if args.writer is None else embedded(cache=None, progress=False) if args.writer == "embedded" \
+        else load_llm(args.writer, cache=None, progress=False)
+    for lm in {id(rater): rater, id(writer): writer}.values():
+        lm.generate(["warm-up"], max_tokens=1)  # load the weights outside the timings
     rows = {}
     for mode in ("cot", "logprob"):
-        s = FactCheckSettings(verdict=mode, query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
+        s = FactCheckSettings(verdict=mode, n_searches=args.searches, query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
         t0 = time.perf_counter()
         res = fact_check([c["statement"] for c in claims], [c["question"] for c in claims], llm=writer, rater=rater,
                          retriever=bm25, settings=s)
         rows[mode] = (time.perf_counter() - t0, res.sentences.verdict.tolist())
     gold = [SUPPORTED if c["supported"] else NOT_SUPPORTED for c in claims]
     n = len(claims)
-    print(f"\n{n} statements, rater {args.rater}, cot max_tokens={args.rater_max_tokens}, k=3, BM25, no cache\n")
+    print(f"\n{n} statements, rater {args.rater}, writer {args.writer or 'the rater'}, {args.searches} search(es), "
+          f"cot max_tokens={args.rater_max_tokens}, k=3, BM25, no cache\n")
     print("| verdict | seconds | sentences/s | right vs our labels | unparsed |")
     print("|---|---:|---:|---:|---:|")
     for mode, (t, v) in rows.items():

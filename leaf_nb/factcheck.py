@@ -20,17 +20,23 @@ from .retrieve import Hit, Retriever, passage_text
 from .text import split_sentences
 
 # %% auto #0
-__all__ = ['PAPER_LEAF', 'FactCheckSettings', 'question_context', 'FactCheckResult', 'leaf_score', 'fact_check',
+__all__ = ['PAPER_LEAF', 'FactCheckSettings', 'question_context', 'FactCheckResult', 'leaf_score', 'search_loop', 'fact_check',
            'fact_check_report']
 
 # %% ../nbs/api/06_factcheck.ipynb #22a55d5b
 @dataclass(frozen=True)
 class FactCheckSettings:
-    "How LEAF checks an answer; `PAPER_LEAF` holds the paper's choices."
+    "How LEAF checks an answer; `PAPER_LEAF` holds the paper's choices, and ours where the paper is silent (said so per field)."
     k: int = 3
-    "documents retrieved per sentence (the paper uses 3)"
+    "documents per search: 3 (LEAF paper, appendix 'Retrieval from MedRAG Corpus': the query retrieves 3 documents)"
+    n_searches: int = 5
+    """searches per sentence, each query written with the KNOWLEDGE the earlier searches found, and the rater
+    given all of it (SAFE's loop). Not stated in the paper; our choice: 5, SAFE's default (`max_steps`), since LEAF
+    adapts SAFE without saying it changed this; its query prompt asks for information 'not already in the KNOWLEDGE'
+    and its Limitations speak of 'several retrieval operations for each sentence', while its worked example
+    (Figures 3-4) shows only the first query and its 3 documents"""
     use_context: bool = True
-    "give the question as CONTEXT to query writing and rating; False is the SAFE-style ablation"
+    "give the question as CONTEXT to query writing and rating (the paper); False is the SAFE-style ablation"
     verdict: str = "cot"
     "'cot': the rater reasons, then writes the label (the paper); 'logprob': P([Supported]) from label log-probabilities, one forward pass"
     unparsed: str = "not_supported"
@@ -38,14 +44,15 @@ class FactCheckSettings:
     threshold: float = 0.5
     "'logprob' mode: a sentence is supported when P([Supported]) >= threshold"
     query_max_tokens: int = 64
-    "tokens for the query writer's reply"
+    "tokens for the query writer's reply (not stated in the paper; our choice)"
     rater_max_tokens: int = 512
-    "tokens for the rater's reasoning and label ('cot' mode)"
+    "tokens for the rater's reasoning and label, 'cot' mode (not stated in the paper; SAFE's `max_tokens` is 512)"
 
     def __post_init__(self):
         if self.verdict not in ("cot", "logprob"): raise ValueError(f"verdict must be 'cot' or 'logprob', got {self.verdict!r}")
         if self.unparsed not in ("not_supported", "exclude"): raise ValueError(f"unparsed must be 'not_supported' or 'exclude', got {self.unparsed!r}")
         if self.k < 1: raise ValueError("k must be at least 1")
+        if self.n_searches < 1: raise ValueError("n_searches must be at least 1")
 
 PAPER_LEAF = FactCheckSettings()
 
@@ -69,15 +76,17 @@ class FactCheckResult:
         a = self.answers.iloc[i]
         rows = self.sentences[self.sentences.answer == i]
         return {"score": None if math.isnan(a.score) else float(a.score), "passed": bool(a.passed),
-                "sentences": [{"text": r.text, "query": r.query, "verdict": r.verdict,
+                "sentences": [{"text": r.text, "query": r.query, "queries": list(r.queries), "verdict": r.verdict,
                                "evidence": [{"id": d, "title": t} for d, t in zip(r.evidence_ids, r.evidence_titles)]}
                               for r in rows.itertuples()]}
 
     def summary(self) -> dict:
-        "Counts over all answers: sentences per verdict, unparsed queries, pass rate, mean score."
+        "Counts over all answers: sentences per verdict, searches, unparsed queries, pass rate, mean score."
         s, a = self.sentences, self.answers
         return {"answers": len(a), "sentences": len(s), **{v: int((s.verdict == v).sum()) for v in (SUPPORTED, NOT_SUPPORTED, UNPARSED)},
-                "unparsed_queries": int((s.query_status == UNPARSED).sum()),
+                "searches": int(s.n_searches.sum()) if "n_searches" in s else len(s),
+                "unparsed_queries": int(sum(list(q).count(UNPARSED) for q in s.query_statuses)) if "query_statuses" in s
+                                    else int((s.query_status == UNPARSED).sum()),
                 "pass_rate": float(a.passed.mean()) if len(a) else float("nan"), "mean_score": float(a.score.mean())}
 
 def leaf_score(verdicts: Sequence[str],  # one verdict per sentence
@@ -91,54 +100,87 @@ def leaf_score(verdicts: Sequence[str],  # one verdict per sentence
 def _knowledge(hits: list[Hit]) -> list[str]:
     return [passage_text(h.title, h.text) for h in hits]
 
-def fact_check(answers: Sequence[str],  # the LLM answers to check
-               questions: Sequence[str],  # CONTEXT for each answer: `question_context(question, options)`
-               llm: LM,  # writes one search query per sentence
-               retriever: Retriever,  # finds `k` documents per query
-               rater: LM | None = None,  # judges each sentence; default: `llm` (the paper rates with a larger model)
-               settings: FactCheckSettings = PAPER_LEAF,
-               question_ids: Sequence | None = None,  # kept in the answer rows, e.g. MIRAGE qids
-              ) -> FactCheckResult:
-    "Check every sentence of every answer: one batched LLM call per stage, all through the cache."
-    if len(answers) != len(questions): raise ValueError(f"{len(answers)} answers but {len(questions)} questions")
-    rater = rater or llm
-    units = [(a, j, s) for a, ans in enumerate(answers) for j, s in enumerate(split_sentences(ans))]
-    ctx = [questions[a] if settings.use_context else None for a, _, _ in units]
-    # 1. one search query per sentence
-    replies = llm.generate([user(query_prompt(s, c)) for (_, _, s), c in zip(units, ctx)],
-                           max_tokens=settings.query_max_tokens, desc="queries")
-    parsed = [parse_query(r[0]) for r in replies]
-    queries = [s if q == UNPARSED else q for (_, _, s), q in zip(units, parsed)]  # fallback recorded in query_status
-    # 2. k documents per query
-    hits = retriever.search(queries, k=settings.k) if units else []
-    # 3. a verdict per sentence
-    prompts = [user(fact_check_prompt(s, _knowledge(h), c, reasoning=settings.verdict == "cot"))
-               for (_, _, s), h, c in zip(units, hits, ctx)]
-    if settings.verdict == "cot":
-        reasoning = [r[0] for r in rater.generate(prompts, max_tokens=settings.rater_max_tokens, desc="verdicts")]
-        verdicts, p_sup = [parse_verdict(r) for r in reasoning], [float("nan")] * len(units)
-    else:
-        lp = rater.label_logprobs(prompts, [SUPPORTED_LABEL, NOT_SUPPORTED_LABEL], desc="verdicts") if units else np.zeros((0, 2))
-        p_sup = [float(p) for p in label_probs(lp)[:, 0]] if units else []
-        verdicts = [SUPPORTED if p >= settings.threshold else NOT_SUPPORTED for p in p_sup]
-        reasoning = [""] * len(units)
-    sentences = pd.DataFrame({
-        "answer": [a for a, _, _ in units], "sentence": [j for _, j, _ in units], "text": [s for _, _, s in units],
-        "query": queries, "query_status": ["ok" if q != UNPARSED else UNPARSED for q in parsed],
-        "evidence_ids": [[x.id for x in h] for h in hits], "evidence_titles": [[x.title for x in h] for h in hits],
-        "evidence_texts": [[x.text for x in h] for h in hits],
-        "reasoning": reasoning, "verdict": verdicts, "p_supported": p_sup})
+def search_loop(statements: Sequence[str],  # one STATEMENT per unit (a sentence, or a claim)
+                contexts: Sequence[str | None],  # its CONTEXT, or None for the context-free ablation
+                llm: LM,  # writes the queries
+                retriever: Retriever,
+                settings: FactCheckSettings = PAPER_LEAF,  # `k`, `n_searches`, `query_max_tokens`
+               ) -> tuple[list[list[str]], list[list[str]], list[list[Hit]], list[list[int]]]:
+    """SAFE's search loop for every unit at once, one query call and one retrieval batch per search:
+    `(queries, reply statuses, documents found (the union, first-found first), the search that found each)`."""
+    n = len(statements)
+    queries, status, hits, found = [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)]
+    active = list(range(n))
+    for r in range(settings.n_searches):
+        if not active: break
+        replies = llm.generate([user(query_prompt(statements[u], contexts[u], _knowledge(hits[u]))) for u in active],
+                               max_tokens=settings.query_max_tokens, desc=f"queries (search {r + 1})")
+        go = []
+        for u, reply in zip(active, replies):
+            q = parse_query(reply[0])
+            status[u].append("ok" if q != UNPARSED else UNPARSED)
+            if q == UNPARSED and r: continue  # a later reply without a query ends this unit's searches
+            queries[u].append(statements[u] if q == UNPARSED else q)  # the first search falls back to the statement
+            go.append(u)
+        active = []
+        for u, hs in zip(go, retriever.search([queries[u][-1] for u in go], k=settings.k) if go else []):
+            seen = {h.id for h in hits[u]}
+            new = [h for h in hs if h.id not in seen]
+            hits[u] += new
+            found[u] += [r + 1] * len(new)
+            if new: active.append(u)  # nothing new: the next prompt would repeat this one
+    return queries, status, hits, found
+
+# %% ../nbs/api/06_factcheck.ipynb #d15cc22a
+def _rate(statements, hits, contexts, rater: LM, s: FactCheckSettings):
+    "Reasoning, verdict and P([Supported]) per unit, in one batched rater call."
+    prompts = [user(fact_check_prompt(t, _knowledge(h), c, reasoning=s.verdict == "cot")) for t, h, c in zip(statements, hits, contexts)]
+    if not prompts: return [], [], []
+    if s.verdict == "cot":
+        reasoning = [r[0] for r in rater.generate(prompts, max_tokens=s.rater_max_tokens, desc="verdicts")]
+        return reasoning, [parse_verdict(r) for r in reasoning], [float("nan")] * len(prompts)
+    p_sup = [float(p) for p in label_probs(rater.label_logprobs(prompts, [SUPPORTED_LABEL, NOT_SUPPORTED_LABEL], desc="verdicts"))[:, 0]]
+    return [""] * len(prompts), [SUPPORTED if p >= s.threshold else NOT_SUPPORTED for p in p_sup], p_sup
+
+def _answer_rows(n_answers: int, sentences: pd.DataFrame, s: FactCheckSettings, question_ids) -> pd.DataFrame:
     rows = []
-    for a in range(len(answers)):
+    for a in range(n_answers):
         v = sentences.verdict[sentences.answer == a].tolist()
-        score = leaf_score(v, settings.unparsed)
+        score = leaf_score(v, s.unparsed)
         rows.append({"answer": a, "question_id": None if question_ids is None else question_ids[a],
                      "n_sentences": len(v), "n_supported": v.count(SUPPORTED), "n_not_supported": v.count(NOT_SUPPORTED),
                      "n_unparsed": v.count(UNPARSED), "score": score, "passed": score == 1.0})
-    return FactCheckResult(sentences, pd.DataFrame(rows), settings)
+    return pd.DataFrame(rows)
+
+# %% ../nbs/api/06_factcheck.ipynb #98de55d7
+def fact_check(answers: Sequence[str],  # the LLM answers to check
+               questions: Sequence[str],  # CONTEXT for each answer: `question_context(question, options)`
+               llm: LM,  # writes the search queries (SAFE, and so LEAF, has its rater write them: pass the same model)
+               retriever: Retriever,  # finds `k` documents per query
+               rater: LM | None = None,  # judges each sentence; default: `llm`
+               settings: FactCheckSettings = PAPER_LEAF,
+               question_ids: Sequence | None = None,  # kept in the answer rows, e.g. MIRAGE qids
+              ) -> FactCheckResult:
+    "Check every sentence of every answer: one batched LLM call per search and one for the verdicts, all through the cache."
+    if len(answers) != len(questions): raise ValueError(f"{len(answers)} answers but {len(questions)} questions")
+    units = [(a, j, s) for a, ans in enumerate(answers) for j, s in enumerate(split_sentences(ans))]
+    texts = [s for _, _, s in units]
+    ctx = [questions[a] if settings.use_context else None for a, _, _ in units]
+    queries, status, hits, found = search_loop(texts, ctx, llm, retriever, settings)
+    reasoning, verdicts, p_sup = _rate(texts, hits, ctx, rater or llm, settings)
+    sentences = pd.DataFrame({
+        "answer": [a for a, _, _ in units], "sentence": [j for _, j, _ in units], "text": texts,
+        "query": [q[0] for q in queries], "query_status": [st[0] for st in status], "queries": queries,
+        "query_statuses": status, "n_searches": [len(q) for q in queries],
+        "evidence_ids": [[x.id for x in h] for h in hits], "evidence_titles": [[x.title for x in h] for h in hits],
+        "evidence_texts": [[x.text for x in h] for h in hits], "evidence_search": found,
+        "reasoning": reasoning, "verdict": verdicts, "p_supported": p_sup})
+    return FactCheckResult(sentences, _answer_rows(len(answers), sentences, settings, question_ids), settings)
 
 # %% ../nbs/api/06_factcheck.ipynb #a7e479f7
 _COLORS = {SUPPORTED: "#1a7f37", NOT_SUPPORTED: "#cf222e", UNPARSED: "#9a6700"}
+
+def _queries(r) -> list[str]: return list(getattr(r, "queries", None) or [r.query])
 
 def fact_check_report(result: FactCheckResult,  # from `fact_check`
                       i: int = 0,  # which answer
@@ -156,9 +198,9 @@ def fact_check_report(result: FactCheckResult,  # from `fact_check`
     parts.append(f"<h3>Answer — LEAF score {score} ({'passed' if a.passed else 'not passed'}; "
                  f"{a.n_supported} supported, {a.n_not_supported} not supported, {a.n_unparsed} unparsed)</h3>")
     for r in rows.itertuples():
-        color = _COLORS[r.verdict]
+        color = _COLORS.get(r.verdict, "#57606a")  # other checkers' verdicts, e.g. a claim not worth checking
         ev = "".join(f"<li><b>{esc(d)}</b> {esc(t)}: {esc(x[:400])}</li>" for d, t, x in zip(r.evidence_ids, r.evidence_titles, r.evidence_texts))
         why = f"<div class='ev'><i>{esc(r.reasoning)}</i></div>" if r.reasoning else ""
         parts.append(f"<details><summary style='color:{color}'>{esc(r.text)} <small>[{r.verdict}]</small></summary>"
-                     f"<div class='ev'>query: <code>{esc(r.query)}</code><ul>{ev}</ul></div>{why}</details>")
+                     f"<div class='ev'>queries: {' | '.join(f'<code>{esc(x)}</code>' for x in _queries(r))}<ul>{ev}</ul></div>{why}</details>")
     return "\n".join(parts)

@@ -4,9 +4,11 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
+import json
+
 from leaf_nb.prompts import (NOT_SUPPORTED, NOT_SUPPORTED_LABEL, SUPPORTED, SUPPORTED_LABEL, UNPARSED,
                              answer_prompt, fact_check_prompt, fcrag_prompt, format_knowledge, format_options,
-                             parse_option, parse_query, parse_verdict, query_prompt)
+                             medrag_prompt, parse_json_choice, parse_option, parse_query, parse_verdict, query_prompt)
 
 FAST = settings(max_examples=150, deadline=None)
 OPTIONS = {"A": "Warfarin", "B": "Heparin", "C": "Aspirin", "D": "Clopidogrel", "E": "Apixaban"}
@@ -103,8 +105,37 @@ def test_fact_check_prompt_keeps_its_structure(statement, docs, context):
 @given(st.text(), st.text(), st.lists(st.text(), max_size=4),
        st.dictionaries(st.sampled_from(list("ABCDE")), st.text(), max_size=5))
 def test_builders_never_raise_on_unicode(statement, context, docs, options):
-    for p in (query_prompt(statement), query_prompt(statement, context), fact_check_prompt(statement, docs),
-              fact_check_prompt(statement, docs, context), fcrag_prompt(context, options, docs),
-              answer_prompt(context, options)):
+    for p in (query_prompt(statement), query_prompt(statement, context), query_prompt(statement, context, docs),
+              fact_check_prompt(statement, docs), fact_check_prompt(statement, docs, context),
+              fact_check_prompt(statement, docs, context, reasoning=False), fcrag_prompt(context, options, docs),
+              answer_prompt(context, options), medrag_prompt(context, options, docs)[1]["content"]):
         assert isinstance(p, str) and p
     assert format_options(options).count("\n") >= len(options) - 1
+
+
+@FAST
+@given(TEXT, st.lists(TEXT, max_size=4), TEXT)
+def test_query_prompt_shows_the_knowledge_gathered_so_far(statement, docs, context):
+    p = query_prompt(statement, context, docs)
+    for h in ("KNOWLEDGE:", "CONTEXT:", "STATEMENT:"):
+        assert p.count(h) == 1 + statement.strip().count(h) + context.strip().count(h)
+    block = p.split("KNOWLEDGE:\n", 1)[1].split("\n\nCONTEXT:\n", 1)[0]
+    assert block == format_knowledge(docs)
+    assert "[Supported]" not in p.split("KNOWLEDGE:\n", 1)[0]  # the query writer is never asked for a verdict
+
+
+@FAST
+@given(TEXT)
+def test_json_choice_never_raises_and_never_guesses(text):
+    got = parse_json_choice(text, OPTIONS)
+    assert got in set(OPTIONS) | {UNPARSED}
+    if got != UNPARSED:  # a key comes only from a JSON object's answer_choice
+        assert "answer_choice" in text
+
+
+@FAST
+@given(TEXT, st.sampled_from(sorted(OPTIONS)), st.sampled_from(["", "```json\n{}\n```", "```\n{}\n```"]))
+def test_json_choice_round_trips(thinking, letter, fence):
+    reply = json.dumps({"step_by_step_thinking": thinking, "answer_choice": letter})
+    assert parse_json_choice(fence.format(reply) if fence else reply, OPTIONS) == letter
+    assert parse_json_choice(f"Answer: {letter}\n" + reply, OPTIONS) == UNPARSED  # prose around the JSON is not JSON
