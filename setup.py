@@ -19,6 +19,7 @@ statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Produ
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+gpu_requirements = shlex.split(cfg.get('gpu_requirements', ''))
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -33,7 +34,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require={'dev': dev_requirements, 'gpu': gpu_requirements},
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .llm import LM, label_probs, user
-from .prompts import (NOT_SUPPORTED, NOT_SUPPORTED_LABEL, SUPPORTED, SUPPORTED_LABEL, UNPARSED,
-                             fact_check_prompt, format_options, parse_query, parse_verdict, query_prompt)
+from .prompts import (NOT_SUPPORTED, NOT_SUPPORTED_LABEL, SUPPORTED, SUPPORTED_LABEL, UNPARSED, Prompts,
+                             as_prompts, fact_check_prompt, format_options, parse_query, parse_verdict, query_prompt)
 from .retrieve import Hit, Retriever, passage_text
 from .text import split_sentences
 
@@ -105,6 +105,7 @@ def search_loop(statements: Sequence[str],  # one STATEMENT per unit (a sentence
                 llm: LM,  # writes the queries
                 retriever: Retriever,
                 settings: FactCheckSettings = PAPER_LEAF,  # `k`, `n_searches`, `query_max_tokens`
+                prompts: Prompts | None = None,  # the templates; None: `PAPER_PROMPTS`
                ) -> tuple[list[list[str]], list[list[str]], list[list[Hit]], list[list[int]]]:
     """SAFE's search loop for every unit at once, one query call and one retrieval batch per search:
     `(queries, reply statuses, documents found (the union, first-found first), the search that found each)`."""
@@ -113,7 +114,7 @@ def search_loop(statements: Sequence[str],  # one STATEMENT per unit (a sentence
     active = list(range(n))
     for r in range(settings.n_searches):
         if not active: break
-        replies = llm.generate([user(query_prompt(statements[u], contexts[u], _knowledge(hits[u]))) for u in active],
+        replies = llm.generate([user(query_prompt(statements[u], contexts[u], _knowledge(hits[u]), prompts)) for u in active],
                                max_tokens=settings.query_max_tokens, desc=f"queries (search {r + 1})")
         go = []
         for u, reply in zip(active, replies):
@@ -132,9 +133,9 @@ def search_loop(statements: Sequence[str],  # one STATEMENT per unit (a sentence
     return queries, status, hits, found
 
 # %% ../nbs/api/06_factcheck.ipynb #d15cc22a
-def _rate(statements, hits, contexts, rater: LM, s: FactCheckSettings):
+def _rate(statements, hits, contexts, rater: LM, s: FactCheckSettings, prompts: Prompts | None = None):
     "Reasoning, verdict and P([Supported]) per unit, in one batched rater call."
-    prompts = [user(fact_check_prompt(t, _knowledge(h), c, reasoning=s.verdict == "cot")) for t, h, c in zip(statements, hits, contexts)]
+    prompts = [user(fact_check_prompt(t, _knowledge(h), c, reasoning=s.verdict == "cot", prompts=prompts)) for t, h, c in zip(statements, hits, contexts)]
     if not prompts: return [], [], []
     if s.verdict == "cot":
         reasoning = [r[0] for r in rater.generate(prompts, max_tokens=s.rater_max_tokens, desc="verdicts")]
@@ -160,14 +161,16 @@ def fact_check(answers: Sequence[str],  # the LLM answers to check
                rater: LM | None = None,  # judges each sentence; default: `llm`
                settings: FactCheckSettings = PAPER_LEAF,
                question_ids: Sequence | None = None,  # kept in the answer rows, e.g. MIRAGE qids
+               prompts: Prompts | str | None = None,  # the query and fact-check templates (a `Prompts` or its YAML file); None: the paper's
               ) -> FactCheckResult:
     "Check every sentence of every answer: one batched LLM call per search and one for the verdicts, all through the cache."
     if len(answers) != len(questions): raise ValueError(f"{len(answers)} answers but {len(questions)} questions")
     units = [(a, j, s) for a, ans in enumerate(answers) for j, s in enumerate(split_sentences(ans))]
     texts = [s for _, _, s in units]
     ctx = [questions[a] if settings.use_context else None for a, _, _ in units]
-    queries, status, hits, found = search_loop(texts, ctx, llm, retriever, settings)
-    reasoning, verdicts, p_sup = _rate(texts, hits, ctx, rater or llm, settings)
+    prompts = as_prompts(prompts)
+    queries, status, hits, found = search_loop(texts, ctx, llm, retriever, settings, prompts)
+    reasoning, verdicts, p_sup = _rate(texts, hits, ctx, rater or llm, settings, prompts)
     sentences = pd.DataFrame({
         "answer": [a for a, _, _ in units], "sentence": [j for _, j, _ in units], "text": texts,
         "query": [q[0] for q in queries], "query_status": [st[0] for st in status], "queries": queries,

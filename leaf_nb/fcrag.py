@@ -14,7 +14,7 @@ from .data import Question
 from .evaluate import correctness
 from .factcheck import PAPER_LEAF, FactCheckSettings, fact_check, question_context
 from .llm import LM, Prompt, user
-from .prompts import SUPPORTED, answer_prompt, fcrag_prompt, medrag_prompt, parse_json_choice, parse_option
+from .prompts import SUPPORTED, Prompts, answer_prompt, as_prompts, fcrag_prompt, medrag_prompt, parse_json_choice, parse_option
 from .retrieve import Retriever, passage_text
 
 # %% auto #0
@@ -51,9 +51,12 @@ def _rows(method: str, questions: Sequence[Question], answers: list[str], option
                          "answer": answers, "option": options, "gold": [q.answer for q in questions],
                          "correct": correctness(options, [q.answer for q in questions]), **cols})
 
-def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
+def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettings = AnswerSettings(),
+                  prompts: Prompts | str | None = None,  # the answer template (a `Prompts` or its YAML file); None: the paper's
+                 ) -> pd.DataFrame:
     "Answers without retrieval (`answer_prompt`, a detailed reasoning and the choice): one row per question."
-    answers = _answer(llm, [answer_prompt(q.question, q.options) for q in questions], settings, "answers")
+    prompts = as_prompts(prompts)
+    answers = _answer(llm, [answer_prompt(q.question, q.options, prompts) for q in questions], settings, "answers")
     return _rows("no retrieval", questions, answers)
 
 def medrag_answers(questions: Sequence[Question], llm: LM, retriever: Retriever, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
@@ -82,17 +85,18 @@ def fc_rag(questions: Sequence[Question],  # the questions to answer
            settings: AnswerSettings = AnswerSettings(),
            check: FactCheckSettings = PAPER_LEAF,
            writer: LM | None = None,  # writes the fact-check queries; default: the rater (SAFE's one model for every step)
+           prompts: Prompts | str | None = None,  # answer, FC-RAG, query and fact-check templates (a `Prompts` or its YAML file); None: the paper's
           ) -> pd.DataFrame:
     """Every round of Fact-Check-Then-RAG as rows (question x round): answer, fact-check, and re-answer the failing
     questions with the documents of their unsupported sentences until they pass or reach `settings.max_rounds`.
     `final` marks the answer each question ends with; `stop` says why: 'passed', 'cap' or 'repeat'."""
-    rater = rater or llm
+    rater, templates = rater or llm, as_prompts(prompts)
     contexts = [question_context(q.question, q.options) for q in questions]
-    answers = _answer(llm, [answer_prompt(q.question, q.options) for q in questions], settings, "answers")
+    answers = _answer(llm, [answer_prompt(q.question, q.options, templates) for q in questions], settings, "answers")
     frames, todo, stop, knowledge_ids = [], list(range(len(questions))), {}, [[] for _ in questions]
     for rnd in range(settings.max_rounds + 1):
         res = fact_check([answers[i] for i in todo], [contexts[i] for i in todo], llm=writer or rater, rater=rater,
-                         retriever=retriever, settings=check, question_ids=[questions[i].qid for i in todo])
+                         retriever=retriever, settings=check, question_ids=[questions[i].qid for i in todo], prompts=templates)
         frames.append(_rows("FC-RAG", [questions[i] for i in todo], [answers[i] for i in todo], round=rnd, score=res.answers.score.values,
                             passed=res.answers.passed.values, knowledge_ids=[list(knowledge_ids[i]) for i in todo], q=todo))
         failing = [(j, i) for j, i in enumerate(todo) if not res.answers.passed[j]]
@@ -102,7 +106,7 @@ def fc_rag(questions: Sequence[Question],  # the questions to answer
         prompts = []
         for j, i in failing:
             knowledge_ids[i], docs = unsupported_knowledge(res.sentences[res.sentences.answer == j])
-            prompts.append(fcrag_prompt(questions[i].question, questions[i].options, docs))
+            prompts.append(fcrag_prompt(questions[i].question, questions[i].options, docs, templates))
         todo = []
         for (_, i), a in zip(failing, _answer(llm, prompts, settings, f"FC-RAG round {rnd + 1}")):
             if a == answers[i] and settings.temperature == 0: stop[i] = "repeat"  # the same answer: every later round would repeat it

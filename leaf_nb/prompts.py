@@ -5,12 +5,15 @@
 # %% auto #0
 __all__ = ['SUPPORTED', 'NOT_SUPPORTED', 'UNPARSED', 'SUPPORTED_LABEL', 'NOT_SUPPORTED_LABEL', 'SECTION_HEADERS', 'NO_DOCUMENTS',
            'QUERY_PROMPT', 'QUERY_PROMPT_NO_CONTEXT', 'FACT_CHECK_PROMPT', 'FACT_CHECK_PROMPT_NO_CONTEXT',
-           'KNOWLEDGE_FIELD', 'QUESTION_FIELDS', 'FCRAG_PROMPT', 'ANSWER_PROMPT', 'MEDRAG_SYSTEM', 'MEDRAG_PROMPT',
-           'format_options', 'defuse', 'format_knowledge', 'query_prompt', 'fact_check_prompt', 'fcrag_prompt',
-           'answer_prompt', 'medrag_prompt', 'parse_json_choice', 'parse_query', 'parse_verdict', 'parse_option']
+           'KNOWLEDGE_FIELD', 'QUESTION_FIELDS', 'FCRAG_PROMPT', 'ANSWER_PROMPT', 'PAPER_PROMPTS', 'MEDRAG_SYSTEM',
+           'MEDRAG_PROMPT', 'format_options', 'defuse', 'format_knowledge', 'Prompts', 'as_prompts', 'query_prompt',
+           'fact_check_prompt', 'fcrag_prompt', 'answer_prompt', 'medrag_prompt', 'parse_json_choice', 'parse_query',
+           'parse_verdict', 'parse_option']
 
 # %% ../nbs/api/02_prompts.ipynb #9cb2d786
 import json
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 import re
 import unicodedata
 
@@ -152,40 +155,102 @@ FCRAG_PROMPT = (_ANSWER_TASK + " " + _ANSWER_KNOWLEDGE + "\n" + _ANSWER_FORMAT +
 ANSWER_PROMPT = _ANSWER_TASK + "\n" + _ANSWER_FORMAT + "\n\n" + QUESTION_FIELDS + "\nANSWER:"
 
 
+# %% ../nbs/api/02_prompts.ipynb #2628d8b6
+_FC_LABEL = FACT_CHECK_PROMPT.replace(_FC_COT_CONTEXT, _FC_LABEL_ONLY, 1)
+_FC_LABEL_NO_CONTEXT = FACT_CHECK_PROMPT_NO_CONTEXT.replace(_FC_COT_NO_CONTEXT, _FC_LABEL_ONLY, 1)
+
+@dataclass(frozen=True)
+class Prompts:
+    "The templates LEAF fills, one per field; `PAPER_PROMPTS` holds ours, written from the LEAF paper's Table 6."
+    query: str = QUERY_PROMPT
+    "query generation with context: {knowledge} {context} {statement}"
+    query_no_context: str = QUERY_PROMPT_NO_CONTEXT
+    "query generation without the question (the SAFE-style ablation): {knowledge} {statement}"
+    fact_check: str = FACT_CHECK_PROMPT
+    "fact-check with context, reasoning then the label: {knowledge} {context} {statement}"
+    fact_check_no_context: str = FACT_CHECK_PROMPT_NO_CONTEXT
+    "fact-check without the question: {knowledge} {statement}"
+    fact_check_label: str = _FC_LABEL
+    "the label alone, whose log-probability 'logprob' verdicts read: {knowledge} {context} {statement}"
+    fact_check_label_no_context: str = _FC_LABEL_NO_CONTEXT
+    "the label alone, without the question: {knowledge} {statement}"
+    answer: str = ANSWER_PROMPT
+    "answering without retrieval: {question} {options}"
+    fcrag: str = FCRAG_PROMPT
+    "Fact-Check-Then-RAG's answer: {knowledge} {question} {options}"
+
+    def __post_init__(self):
+        for f in fields(self):
+            want = set(re.findall(r"\{(\w+)\}", _NEEDS[f.name]))
+            got = set(re.findall(r"\{(\w*)\}", getattr(self, f.name)))
+            if got != want:
+                raise ValueError(f"prompt {f.name!r} must hold the placeholders {sorted(want)}, it has {sorted(got)}")
+
+    @classmethod
+    def load(cls, path: str | Path,  # a YAML (or JSON) file: template name -> template; the fields it leaves out keep the paper's
+            ) -> "Prompts":
+        "`PAPER_PROMPTS` with the templates a file gives replaced; an unknown name is an error naming the file."
+        import yaml
+        path = Path(path)
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict): raise ValueError(f"prompts file {path}: expected a mapping of template name -> text")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown: raise ValueError(f"prompts file {path}: no template named {', '.join(map(repr, unknown))}; the names are {', '.join(names)}")
+        try: return replace(PAPER_PROMPTS, **data)
+        except ValueError as e: raise ValueError(f"prompts file {path}: {e}") from e
+
+_NEEDS = {"query": "{knowledge}{context}{statement}", "query_no_context": "{knowledge}{statement}",
+          "fact_check": "{knowledge}{context}{statement}", "fact_check_no_context": "{knowledge}{statement}",
+          "fact_check_label": "{knowledge}{context}{statement}", "fact_check_label_no_context": "{knowledge}{statement}",
+          "answer": "{question}{options}", "fcrag": "{knowledge}{question}{options}"}
+PAPER_PROMPTS = Prompts()
+
+def as_prompts(prompts: Prompts | str | Path | None) -> Prompts:
+    "A `Prompts` from a `Prompts`, a file path, or None/'' (the paper's)."
+    if prompts is None or prompts == "": return PAPER_PROMPTS
+    return prompts if isinstance(prompts, Prompts) else Prompts.load(prompts)
+
 # %% ../nbs/api/02_prompts.ipynb #381e4897
 def query_prompt(statement:str,              # STATEMENT: one sentence of the LLM's answer
                  context:str|None=None,      # CONTEXT: the question with its options; None for the context-free ablation
                  knowledge:list[str]=(),     # KNOWLEDGE: the documents earlier searches found for this sentence
+                 prompts:Prompts|None=None,  # the templates; None: `PAPER_PROMPTS`
                 ) -> str:
     "Prompt asking for ONE search query, in a code block, that would find new evidence on `statement`."
+    t = prompts or PAPER_PROMPTS
     kn = format_knowledge(list(knowledge) if not isinstance(knowledge, str) else knowledge)
-    if context is None: return QUERY_PROMPT_NO_CONTEXT.format(knowledge=kn, statement=statement.strip())
-    return QUERY_PROMPT.format(knowledge=kn, context=context.strip(), statement=statement.strip())
+    if context is None: return t.query_no_context.format(knowledge=kn, statement=statement.strip())
+    return t.query.format(knowledge=kn, context=context.strip(), statement=statement.strip())
 
 def fact_check_prompt(statement:str,           # STATEMENT: one sentence of the LLM's answer
                       knowledge:list[str],     # KNOWLEDGE: the documents retrieved for it
                       context:str|None=None,   # CONTEXT: the question with its options; None for the context-free ablation
                       reasoning:bool=True,     # False: ask for the label alone (fast verdicts read its log-probability)
+                      prompts:Prompts|None=None,  # the templates; None: `PAPER_PROMPTS`
                      ) -> str:
     "Prompt asking the rater to reason step by step and end with `[Supported]` or `[Not Supported]` (or, without reasoning, for the label alone)."
+    t = prompts or PAPER_PROMPTS
     kn = format_knowledge(knowledge)
-    if context is None: p, cot = FACT_CHECK_PROMPT_NO_CONTEXT.format(knowledge=kn, statement=statement.strip()), _FC_COT_NO_CONTEXT
-    else: p, cot = FACT_CHECK_PROMPT.format(knowledge=kn, context=context.strip(), statement=statement.strip()), _FC_COT_CONTEXT
-    return p if reasoning else p.replace(cot, _FC_LABEL_ONLY, 1)
+    if context is None:
+        return (t.fact_check_no_context if reasoning else t.fact_check_label_no_context).format(knowledge=kn, statement=statement.strip())
+    return (t.fact_check if reasoning else t.fact_check_label).format(knowledge=kn, context=context.strip(), statement=statement.strip())
 
 def fcrag_prompt(question:str,             # the question stem
                  options:dict[str, str],   # option letter -> option text
                  knowledge:list[str],      # documents to answer from (FC-RAG: those of the unsupported sentences)
+                 prompts:Prompts|None=None,  # the templates; None: `PAPER_PROMPTS`
                 ) -> str:
     "The Fact-Check-Then-RAG answer prompt: a detailed answer that may draw on the retrieved KNOWLEDGE."
-    return FCRAG_PROMPT.format(knowledge=format_knowledge(knowledge), question=question.strip(),
+    return (prompts or PAPER_PROMPTS).fcrag.format(knowledge=format_knowledge(knowledge), question=question.strip(),
                                options=format_options(options))
 
 def answer_prompt(question:str,             # the question stem
                   options:dict[str, str],   # option letter -> option text
+                  prompts:Prompts|None=None,  # the templates; None: `PAPER_PROMPTS`
                  ) -> str:
     "Answer prompt without retrieval: `fcrag_prompt`'s instructions without the KNOWLEDGE."
-    return ANSWER_PROMPT.format(question=question.strip(), options=format_options(options))
+    return (prompts or PAPER_PROMPTS).answer.format(question=question.strip(), options=format_options(options))
 
 # %% ../nbs/api/02_prompts.ipynb #0ac5b40d
 MEDRAG_SYSTEM = ("You are a medical expert. Your task is to answer a multiple-choice medical question with the help of "
