@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import inspect
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -30,8 +31,8 @@ from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, i
 
 # %% auto #0
 __all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'through_cache', 'LM',
-           'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM',
-           'free_port', 'LlamaCppServer', 'load_llm']
+           'BudgetReached', 'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded',
+           'VLLM', 'free_port', 'LlamaCppServer', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #028419c6
 Prompt = Union[str, list]  # plain text, or chat messages [{"role": ..., "content": ...}]
@@ -108,6 +109,7 @@ class LM:
         self.model_id, self.progress, self._identity = model_id, progress, identity
         self.cache = cache if isinstance(cache, Cache) or cache is None else Cache(cache)
         self.calls = 0  # requests sent to the backend (cache misses), over this object's life
+        self.requested = 0  # requests asked of this object, cached or not
 
     @property
     def identity(self) -> str:
@@ -162,13 +164,62 @@ class LM:
         return np.array(self._through_cache(pairs, dicts, self._label_logprobs, desc), dtype=float)
 
     def _through_cache(self, reqs: list, dicts: list[dict], compute, desc: str) -> list:
-        def count(): self.calls += 1
+        self.requested += len(reqs)
+        if os.environ.get("LEAF_NB_DRY_RUN"): return _dry_run(self, reqs, dicts, desc)
+        if os.environ.get("LEAF_NB_MAX_CALLS"): compute = _within_budget(compute, int(os.environ["LEAF_NB_MAX_CALLS"]))
+        def count():
+            self.calls += 1
+            _SPENT["calls"] += 1
         return through_cache(self.cache, reqs, dicts, compute, desc, self.progress, count)
 
     def _generate(self, reqs: list[GenRequest]) -> Iterator[tuple[int, str]]: raise NotImplementedError
     def _label_logprobs(self, pairs: list[tuple[Prompt, str]]) -> Iterator[tuple[int, float]]: raise NotImplementedError
 
     def __repr__(self): return f"{type(self).__name__}({self.model_id!r})"
+
+# %% ../nbs/api/01_llm.ipynb #1e6b31fa
+class BudgetReached(LMError):
+    "The run reached its call budget (`$LEAF_NB_MAX_CALLS`); what finished is cached, and a rerun continues."
+
+_SPENT = {"calls": 0}  # model calls made by this process, counted against $LEAF_NB_MAX_CALLS
+
+def _within_budget(compute, limit: int):
+    "`compute`, sending only the requests the budget still allows, then raising `BudgetReached` if any were held back."
+    def run(todo: list):
+        left = limit - _SPENT["calls"]
+        yield from (compute(todo[:max(left, 0)]) if left > 0 else ())
+        if len(todo) > max(left, 0):
+            raise BudgetReached(f"reached the budget of {limit} model calls ($LEAF_NB_MAX_CALLS): {len(todo) - max(left, 0)} "
+                                "requests of this stage were not sent; every finished call is cached, so the same command "
+                                "with a larger budget continues from here")
+    return run
+
+def _prompt_chars(prompt: Prompt) -> int:
+    return len(prompt) if isinstance(prompt, str) else sum(len(m.get("content") or "") for m in prompt)
+
+def _stand_in(req, key: str = "") -> str | float:
+    """What a dry run answers: filler sentences about as long as the token budget allows (naming the request, so that
+    two requests never get one answer and later stages are not merged), or a log-probability of 0."""
+    if not isinstance(req, GenRequest): return 0.0
+    n = max(1, req.max_tokens // 25)
+    return " ".join(f"Dry-run sentence {i + 1} of reply {key[:8]} stands in for about twenty-five tokens." for i in range(n))
+
+def _dry_run(lm: "LM", reqs: list, dicts: list[dict], desc: str) -> list:
+    "Answer from the cache where it can; log every other request once and answer it with a stand-in, never cached."
+    keys = [request_key(d) for d in dicts]
+    found = lm.cache.get_many(keys) if lm.cache is not None else {}
+    logged, out, lines = set(), [], []
+    for r, d, k in zip(reqs, dicts, keys):
+        if k in found: out.append(found[k])
+        else: out.append(_stand_in(r if isinstance(r, GenRequest) else None, k))
+        if k in logged: continue
+        logged.add(k)
+        prompt = r.prompt if isinstance(r, GenRequest) else r[0]
+        lines.append({"stage": desc, "op": d["op"], "model": lm.model_id, "kind": lm.kind, "cached": k in found,
+                      "prompt_chars": _prompt_chars(prompt), "max_tokens": r.max_tokens if isinstance(r, GenRequest) else 0})
+    with open(os.environ["LEAF_NB_DRY_RUN"], "a", encoding="utf-8") as f:
+        f.writelines(json.dumps(x) + "\n" for x in lines)
+    return out
 
 # %% ../nbs/api/01_llm.ipynb #5bbf034a
 def _api_key(explicit: str | None) -> str:
