@@ -206,19 +206,33 @@ def run_parameters(notebook: str | Path,  # the paper notebook
                    files: list[str | Path] = (),  # the notebook's own profiles (e.g. its *.paper.yaml): every key must exist
                    overrides: dict | None = None,  # name -> value, from -p
                   ) -> dict:
-    "The checked parameters of one run: the shared profile's keys this notebook takes, then `files`, then `overrides`."
+    """The checked parameters of one run: the shared profile's keys this notebook takes, then `files`, then `overrides`;
+    a value `"@name"` (or `"@name.tokenizer"`, `"@name.served"`) is the shared profile's entry for that model."""
     import papermill as pm
     notebook = Path(notebook)
     declared = set(pm.inspect_notebook(str(notebook)))
-    given = {}
+    given, models, where = {}, {}, None
     if profile:
         path = shared_profile(profile)
         data = read_profile(path)
-        given.update({k: (v, f"profile {path.name}") for k, v in data.items() if k in declared and k != "profile"})
+        models, where = data.get("models") or {}, path.name
+        given.update({k: (v, f"profile {path.name}") for k, v in data.items() if k in declared and k not in ("profile", "models")})
         if "profile" in declared: given["profile"] = (str(data.get("profile", path.stem)), f"profile {path.name}")
     for f in files: given.update({k: (v, f"profile {f}") for k, v in read_profile(f).items()})
     given.update({k: (v, "-p") for k, v in (overrides or {}).items()})
+    given = {k: (_resolve(v, models, where, source), source) for k, (v, source) in given.items()}
     return check_parameters(notebook, given)
+
+def _resolve(value, models: dict, where: str | None, source: str):
+    "A `@name[.field]` value looked up in the shared profile's `models`; any other value as it is."
+    if not (isinstance(value, str) and value.startswith("@")): return value
+    name, _, part = value[1:].partition(".")
+    if where is None: raise ValueError(f"{source}: {value!r} names a model of a shared profile; give one with --profile (e.g. h100)")
+    if name not in models: raise ValueError(f"{source}: profile {where} has no model {name!r} (it has {', '.join(models) or 'none'})")
+    entry = models[name] if isinstance(models[name], dict) else {"spec": models[name]}
+    key = part or "spec"
+    if key not in entry: raise ValueError(f"{source}: model {name!r} in profile {where} has no {key!r} (it has {', '.join(entry)})")
+    return entry[key]
 
 # %% ../nbs/api/16_runs.ipynb #098c2aaf
 def cost_table(log: str | Path,  # a `LEAF_NB_DRY_RUN` log
