@@ -5,7 +5,10 @@ the warm cache (the same episodes, so every rating is a cache hit and what is le
 The LLM is the embedded SmolLM2-135M-Instruct through transformers, the policy the embedded MiniLM; the
 intermediate questions are written once, before the timed steps, and their cost is reported apart.
 
-    .venv/bin/python benchmarks/ffrr_step.py [--levels d q d+q] [--steps 2] [--k 3] [--json out.json]
+    .venv/bin/python benchmarks/ffrr_step.py [--levels d q d+q] [--steps 2] [--k 3] [--max-picks 0] [--shots 2] [--json out.json]
+
+With the paper's rule (--max-picks 0) an episode samples until the termination test fires, so an episode on the
+135M model, whose scores rarely put the gold label on top, may rate all of D'; --max-picks caps each sequence.
 """
 import argparse
 import json
@@ -32,6 +35,8 @@ def main():
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--max-length", type=int, default=64, help="encoder tokens per query or document")
     ap.add_argument("--doc-words", type=int, default=40)
+    ap.add_argument("--max-picks", type=int, default=0, help="cap on an episode sequence's picks; 0: none (the paper's rule)")
+    ap.add_argument("--shots", type=int, default=2, help="demonstrations per prompt (the paper's 2)")
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
 
@@ -41,17 +46,18 @@ def main():
     lm = embedded(cache=cache, progress=False)
     lm.load()
     t0 = time.perf_counter()
-    questions = decompose(train, lm, 3, 64) if any(l != "d" for l in a.levels) else None
+    questions = decompose(train, lm, max_tokens=64, shots=a.shots) if any(l != "d" for l in a.levels) else None
     t_questions = time.perf_counter() - t0
     start = Policy(pool, max_length=a.max_length, progress=False)
-    s0 = replace(PAPER_FFRR, objective=a.objective, k=a.k, max_steps=a.steps, max_length=a.max_length, doc_words=a.doc_words)
+    s0 = replace(PAPER_FFRR, objective=a.objective, k=a.k, max_steps=a.steps, max_length=a.max_length, doc_words=a.doc_words,
+                 max_picks=a.max_picks or None, shots=a.shots)
 
     rows = []
     for level in a.levels:
         s = replace(s0, level=level)
         level_lm = lm.derive(cache=Path(tempfile.mkdtemp()) / f"{level}.sqlite")  # an empty cache per level, the same loaded weights
         for phase in ("uncached", "cached"):  # the second run repeats the first one's episodes on the warm cache
-            ver = Verifier(level_lm, CLAIM_LABELS["rawfc"], s.doc_words)
+            ver = Verifier(level_lm, CLAIM_LABELS["rawfc"], s.doc_words, s.shots)
             log = FFRRTrainer(start.copy(), ver, train, s, questions, progress=False).train()
             rows.append({"objective": a.objective, "level": level, "cache": phase, "steps": len(log),
                          "s/step": round(log.seconds.mean(), 2), "ratings/step": round(log.prompts.mean(), 1),

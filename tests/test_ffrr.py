@@ -41,7 +41,9 @@ DOCS = {
         "The library extended its opening hours.", "Bus fares will stay the same next year.", "The marathon drew a record number of runners.",
         "A storm knocked out power in the north of the county.", "The zoo welcomed two red pandas.", "The museum reopened its dinosaur hall."])}}
 POOL = [{"id": i, "title": "", "content": t} for i, t in DOCS.items()]
-FAST = replace(PAPER_FFRR, lr=3e-4, warmup=0.0, epochs=3, max_length=64)
+FAST = replace(PAPER_FFRR, lr=3e-4, warmup=0.0, epochs=3, max_length=64, tau=0.05, max_picks=3)
+# the toy departs from the paper's settings so that three steps show the effect: a higher learning rate, episodes of at most
+# three picks and a sharper softmax (MiniLM's embeddings are unit-norm, so the paper's tau = 1 makes pi nearly uniform)
 
 
 class Telling(LM):
@@ -51,7 +53,7 @@ class Telling(LM):
 
     def _label_logprobs(self, pairs):
         for i, (p, label) in enumerate(pairs):
-            text = p[-1]["content"]
+            text = p if isinstance(p, str) else p[-1]["content"]
             kn = text.split("KNOWLEDGE:", 1)[1].split("CLAIM:", 1)[0] if "KNOWLEDGE:" in text else ""
             boost = {"true": 3.0 * kn.count("confirmed"), "false": 3.0 * kn.count("invented")}.get(label, 0.0)
             yield i, (0.0 if label == "half" else -1.0) + boost
@@ -76,14 +78,14 @@ def test_the_double_makes_one_document_telling(tmp_path):
 
 def test_ffrr_training_raises_the_telling_documents_and_a_frozen_policy_stays(tmp_path):
     ver = verifier(tmp_path)
-    trained = Policy(POOL, max_length=64, progress=False)
+    trained = Policy(POOL, max_length=64, tau=0.05, progress=False)
     before = telling_ranks(trained)
     assert all(r > 1 for r in before), before  # the untrained encoder prefers other documents
     log = FFRRTrainer(trained, ver, CLAIMS, FAST, progress=False).train()
     assert telling_ranks(trained) == [1, 1, 1, 1]
     assert log.r_d.iloc[-1] > log.r_d.iloc[0]  # the episodes find the telling documents sooner
 
-    frozen = Policy(POOL, max_length=64, progress=False)
+    frozen = Policy(POOL, max_length=64, tau=0.05, progress=False)
     digest = frozen.parameters_digest()
     flog = FFRRTrainer(frozen, ver, CLAIMS, replace(FAST, epochs=2), frozen=True, progress=False).train()
     assert frozen.parameters_digest() == digest and telling_ranks(frozen) == before  # index refreshed at each epoch end, ranking unchanged
@@ -92,7 +94,7 @@ def test_ffrr_training_raises_the_telling_documents_and_a_frozen_policy_stays(tm
 
 def test_gradient_reaches_the_encoder_not_the_index(tmp_path):
     import torch
-    p = Policy(POOL, max_length=64, progress=False)
+    p = Policy(POOL, max_length=64, tau=0.05, progress=False)
     rows = p.candidates([CLAIMS[0].claim], 20)
     before = p.search([CLAIMS[0].claim], 20)[0]
     lp = p.log_probs([CLAIMS[0].claim], rows)[0]
@@ -108,7 +110,7 @@ def test_gradient_reaches_the_encoder_not_the_index(tmp_path):
 
 def test_resume_after_a_kill_mid_epoch_gives_the_same_weights_without_new_llm_calls(tmp_path, monkeypatch):
     s, claims = replace(FAST, epochs=2, batch_size=1), CLAIMS[:2]  # two steps per epoch
-    ref = Policy(POOL, max_length=64, progress=False)
+    ref = Policy(POOL, max_length=64, tau=0.05, progress=False)
     FFRRTrainer(ref, verifier(tmp_path, "ref.sqlite"), claims, s, progress=False).train()
 
     out, ver = tmp_path / "run", verifier(tmp_path, "run.sqlite")
@@ -122,12 +124,12 @@ def test_resume_after_a_kill_mid_epoch_gives_the_same_weights_without_new_llm_ca
 
     monkeypatch.setattr(FFRRTrainer, "step", dying_step)
     with pytest.raises(KeyboardInterrupt):
-        FFRRTrainer(Policy(POOL, max_length=64, progress=False), ver, claims, s, out_dir=out, progress=False).train()
+        FFRRTrainer(Policy(POOL, max_length=64, tau=0.05, progress=False), ver, claims, s, out_dir=out, progress=False).train()
     monkeypatch.setattr(FFRRTrainer, "step", real_step)
     assert json.loads((out / "checkpoint" / "state.json").read_text())["epoch"] == 1
     assert len((out / "steps.jsonl").read_text().splitlines()) == 3  # the 3rd step was logged but not checkpointed
 
-    resumed = Policy(POOL, max_length=64, progress=False)
+    resumed = Policy(POOL, max_length=64, tau=0.05, progress=False)
     log = FFRRTrainer(resumed, ver, claims, s, out_dir=out, progress=False).train()
     assert log.step.tolist() == [0, 1, 2, 3]
     assert log.llm_calls[2] == 0  # the replayed step made the same choices: all its ratings came from the cache
@@ -137,7 +139,7 @@ def test_resume_after_a_kill_mid_epoch_gives_the_same_weights_without_new_llm_ca
 
 def test_a_claim_and_document_set_costs_one_llm_call(tmp_path):
     ver = verifier(tmp_path)
-    p = Policy(POOL, max_length=64, progress=False)
+    p = Policy(POOL, max_length=64, tau=0.05, progress=False)
     ver.probs([CLAIMS[0].claim], [[DOCS["c1a"], DOCS["c1c"]]])
     calls = ver.llm.calls
     ver.probs([CLAIMS[0].claim] * 3, [[DOCS["c1a"], DOCS["c1c"]]] * 3)
@@ -158,13 +160,13 @@ class Garbled(LM):
 
     def _generate(self, reqs):
         for i, r in enumerate(reqs):
-            yield i, "1. Did inspectors confirm cars cross the bridge?" if "Carrow" in r.prompt[-1]["content"].rsplit("Claim:", 1)[1] else "I cannot say."
+            yield i, "Question: Did inspectors confirm cars cross the bridge?" if "Carrow" in r.prompt[-1]["content"].rsplit("Claim:", 1)[1] else "I cannot say."
 
 
 def test_unparsed_questions_are_recorded_and_searched_with_the_claim(tmp_path):
     q = decompose(CLAIMS[:2], Garbled("g", progress=False))
     assert q.status.tolist() == ["ok", UNPARSED]
-    rows = policy_rows("FFRR (q)", Policy(POOL, max_length=64, progress=False), CLAIMS[:2], verifier(tmp_path), level="q", questions=q)
+    rows = policy_rows("FFRR (q)", Policy(POOL, max_length=64, tau=0.05, progress=False), CLAIMS[:2], verifier(tmp_path), level="q", questions=q)
     assert rows.questions_status.tolist() == ["ok", UNPARSED]
     assert rows.evidence[1][0].startswith("c2")  # the claim itself was the query
 
