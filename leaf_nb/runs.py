@@ -24,8 +24,9 @@ from .llm import LM, load_llm
 from .prompts import Prompts, as_prompts
 
 # %% auto #0
-__all__ = ['PACKAGES', 'REPO', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run', 'start_run', 'read_profile',
-           'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'reproduce', 'paper_notebooks']
+__all__ = ['PACKAGES', 'REPO', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run', 'start_run', 'banner', 'bars',
+           'read_profile', 'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'reproduce',
+           'paper_notebooks']
 
 # %% ../nbs/api/16_runs.ipynb #9219e431
 @dataclass
@@ -139,6 +140,68 @@ def start_run(notebook: str,  # the notebook's name, e.g. "table1_filtered_accur
     out = Path(params["out_dir"]) / str(params["profile"])
     out.mkdir(parents=True, exist_ok=True)
     return Run(notebook, params, out)
+
+# %% ../nbs/api/16_runs.ipynb #8e0327de
+def banner(run: Run,  # from `start_run`
+           models: dict[str, LM] | None = None,  # role -> model
+           index: Any = None,  # the retriever, if any
+          ):
+    "A Markdown note naming the profile, models and index behind the numbers below (and, on smoke, what they are not)."
+    from IPython.display import Markdown
+    models = models or {}
+    seen, parts = {}, []
+    for role, m in models.items():
+        if id(m) in seen: parts.append(f"{role}: the {seen[id(m)]}"); continue
+        seen[id(m)] = role
+        parts.append(f"{role}: `{m.model_id}`")
+    if index is not None:
+        n = len(index.corpus) if getattr(index, "corpus", None) is not None else "?"
+        parts.append(f"index: {index.kind} over {n:,} passages" if isinstance(n, int) else f"index: {index.kind}")
+    text = f"**Profile `{run.profile}`** — " + "; ".join(parts) + "."
+    if run.profile == "smoke":
+        text += (" *These are smoke numbers: a 135M model answering a handful of questions, so they show that every stage runs"
+                 f" end to end, not what the paper found. The paper's setting:* `leaf-nb reproduce {run.notebook}.ipynb --profile h100"
+                 f" -f {run.notebook}.paper.yaml`.")
+    return Markdown(text)
+
+# %% ../nbs/api/16_runs.ipynb #66c33274
+def bars(data,  # long table: one row per bar
+         x: str,  # the column along the axis (e.g. dataset)
+         y: str,  # the bar height (e.g. accuracy in %)
+         hue: str,  # the column that groups bars (e.g. method)
+         lo: str | None = None,  # lower end of the interval
+         hi: str | None = None,  # upper end of the interval
+         n: str | None = None,  # the number of items behind each bar, written under it
+         paper: str | None = None,  # the paper's value for the bar, drawn as a marker (NaN: none)
+         title: str = "",
+         ylabel: str | None = None,
+         ax=None,
+        ):
+    "Grouped bars with intervals, n per bar and the paper's values as markers; returns the figure."
+    import matplotlib.pyplot as plt
+    import numpy as np
+    xs, hs = list(dict.fromkeys(data[x])), list(dict.fromkeys(data[hue]))
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(max(6, 1.4 * len(xs) * max(1, len(hs)) / 2), 3.6))
+    width = 0.8 / max(1, len(hs))
+    for j, h in enumerate(hs):
+        sub = data[data[hue] == h].set_index(x).reindex(xs)
+        pos = np.arange(len(xs)) - 0.4 + width * (j + 0.5)
+        vals = sub[y].astype(float).values
+        err = None
+        if lo and hi:
+            err = np.vstack([vals - sub[lo].astype(float).values, sub[hi].astype(float).values - vals])
+            err = np.where(np.isnan(err), 0, np.clip(err, 0, None))
+        ax.bar(pos, np.nan_to_num(vals), width, yerr=err, capsize=2, label=str(h))
+        if n:
+            for p, c in zip(pos, sub[n].values):
+                if c == c: ax.annotate(f"n={int(c)}", (p, 0), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7, rotation=90)
+        if paper:
+            ax.scatter(pos, sub[paper].astype(float).values, marker="D", color="black", s=18, zorder=3,
+                       label="paper" if j == 0 else None)
+    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
+    ax.set(title=title, ylabel=ylabel or y)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
+    return fig
 
 # %% ../nbs/api/16_runs.ipynb #9b795069
 def _repo() -> Path:
