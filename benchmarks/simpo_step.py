@@ -7,8 +7,11 @@ Not run in CI and not run by the project so far (no GPU was available). On a GPU
     python benchmarks/simpo_step.py --largest --gradient-checkpointing --json simpo_step.json
 
 `--largest` tries the shapes from the largest down and reports the first that completes its steps. The
-sequences are the paper's lengths by default (prompt 1536 + answer 512 = 2048 tokens, chosen and rejected
-in one forward pass), 4 pairs per step as in the paper's per-device batch. The optimizer is AdamW; with
+sequences fill the paper's maximum length by default (LEAF paper, Table 8: max sequence length 2048, max prompt
+length 1800; the split prompt 1536 + answer 512 is our choice), chosen and rejected in one forward pass, 4 pairs
+per step as in the paper's per-device batch. The loss is SimPO's with Table 8's β = 2.5 and γ = 1.4, passed to TRL
+as `simpo_gamma`, which is the absolute margin of the paper's Eq. 3 (not SimPO's γ/β ratio; see
+`tests/test_selftrain.py::test_trl_simpo_loss_is_the_papers_eq3`). The optimizer is AdamW; with
 `--weights bf16` (the default here, one GPU) weights, gradients and optimizer states are bf16; `--weights fp32`
 keeps fp32 weights under bf16 autocast as a multi-GPU FSDP run does. The smoke check on CPU is
 `python benchmarks/simpo_step.py --shape tiny --device cpu --steps 2 --prompt-tokens 32 --answer-tokens 16`.
@@ -66,7 +69,7 @@ def run(shape: str, a) -> dict:
             times.append(time.perf_counter() - self.t)
 
     with tempfile.TemporaryDirectory() as d:
-        args = CPOConfig(output_dir=d, loss_type="simpo", cpo_alpha=0.0, beta=2.5, simpo_gamma=1.4, learning_rate=1e-6,
+        args = CPOConfig(output_dir=d, loss_type="simpo", cpo_alpha=0.0, beta=2.5, simpo_gamma=1.4, learning_rate=1e-6,  # Table 8; simpo_gamma = Eq. 3's γ
                          per_device_train_batch_size=a.batch, gradient_accumulation_steps=1, max_steps=a.steps + a.warmup_steps,
                          max_length=a.prompt_tokens + a.answer_tokens + 4, optim="adamw_torch", bf16=a.device != "cpu",
                          use_cpu=a.device == "cpu", gradient_checkpointing=a.gradient_checkpointing, save_strategy="no",

@@ -24,9 +24,10 @@ __all__ = ['RETRIEVAL', 'NO_RETRIEVAL', 'RELEVANT', 'IRRELEVANT', 'FULLY_SUPPORT
            'UTILITY_TOKENS', 'RETRIEVAL_TOKENS', 'RELEVANCE_TOKENS', 'SUPPORT_TOKENS', 'UTILITY_VALUES',
            'CONTROL_STRINGS', 'MODES', 'SELF_RAG_PROMPT', 'PARAGRAPH', 'TOKEN_INSTRUCTION', 'RETRIEVAL_CRITIC_PROMPT',
            'RELEVANCE_CRITIC_PROMPT', 'SUPPORT_CRITIC_PROMPT', 'UTILITY_CRITIC_PROMPT', 'ANSWER_TERMS',
-           'PAPER_SELF_BIORAG', 'retrieval_prob', 'relevance_score', 'support_score', 'utility_score', 'decide',
-           'token_counts', 'neutralise', 'strip_control', 'Critic', 'token_instruction', 'TokenCritic', 'PromptCritic',
-           'SelfBioRAGSettings', 'answer_score', 'select', 'SelfBioRAGResult', 'self_biorag']
+           'PAPER_SELF_BIORAG', 'BASELINES', 'PAPER_BASELINE', 'DECISIONS', 'retrieval_prob', 'relevance_score',
+           'support_score', 'utility_score', 'decide', 'token_counts', 'neutralise', 'strip_control', 'Critic',
+           'token_instruction', 'TokenCritic', 'PromptCritic', 'SelfBioRAGSettings', 'answer_score', 'select',
+           'SelfBioRAGResult', 'self_biorag', 'BaselineSettings', 'base_answers', 'decision_split']
 
 # %% ../nbs/api/13_selfbiorag.ipynb #6cd2e21c
 RETRIEVAL, NO_RETRIEVAL = "[Retrieval]", "[No Retrieval]"  # does the question need evidence?
@@ -390,3 +391,60 @@ def _scatter(n: int, at: list[int], values, fill) -> list:
 def _slug(token: str) -> str:
     "Column-name form of a reflective token: '[Utility:3]' -> 'utility_3', '[No support / Contradictory]' -> 'no_support'."
     return re.sub(r"[^a-z0-9]+", "_", token.lower().split(" / ")[0]).strip("_")
+
+# %% ../nbs/api/13_selfbiorag.ipynb #46008f69
+BASELINES = {"none": "base model", "rag": "base model + RAG"}  # baseline -> method label in rows
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    "How the base model answers for Figure 4; `PAPER_BASELINE` holds the paper's choices."
+    k: int = 10
+    "passages retrieved per question (the paper's RAG baseline: top-10 evidence)"
+    use: int = 1
+    "of those, the passages put in the prompt (the paper: 'input only the top item')"
+    max_tokens: int = 200
+    "tokens per answer (as Self-BioRAG's answers)"
+
+    def __post_init__(self):
+        if not 1 <= self.use <= self.k: raise ValueError(f"use must lie in [1, k], got use={self.use}, k={self.k}")
+
+PAPER_BASELINE = BaselineSettings()
+
+def base_answers(questions: Sequence[Question],  # the questions to answer
+                 llm: LM,  # the base model (LLaMA2-7B in the paper)
+                 retriever: Retriever,  # the evidence corpus
+                 settings: BaselineSettings = PAPER_BASELINE,
+                ) -> pd.DataFrame:
+    "Question rows for the base model without retrieval and with the top `use` of its top `k` passages; one batched call each."
+    qs, s = list(questions), settings
+    hits = retriever.search([question_context(q.question, q.options) for q in qs], k=s.k) if qs else []
+    prompts = {"none": [user(answer_prompt(q.question, q.options)) for q in qs],
+               "rag": [user(fcrag_prompt(q.question, q.options, [passage_text(h.title, h.text) for h in hs[:s.use]])) for q, hs in zip(qs, hits)]}
+    frames = []
+    for mode, ps in prompts.items():
+        texts = [t[0] for t in llm.generate(ps, max_tokens=s.max_tokens, desc=f"{BASELINES[mode]} answers")] if ps else []
+        options = [parse_option(a, q.options) for a, q in zip(texts, qs)]
+        frames.append(pd.DataFrame({"method": BASELINES[mode], "dataset": [q.dataset for q in qs], "qid": [q.qid for q in qs],
+                                    "retrieve": mode == "rag", "evidence_ids": [[h.id for h in hs[:s.use]] if mode == "rag" else [] for hs in hits] if qs else [],
+                                    "answer": texts, "option": options, "gold": [q.answer for q in qs],
+                                    "correct": correctness(options, [q.answer for q in qs])}))
+    return pd.concat(frames, ignore_index=True)
+
+# %% ../nbs/api/13_selfbiorag.ipynb #a4e9daf2
+DECISIONS = {True: RETRIEVAL, False: NO_RETRIEVAL}  # the adaptive run's decision -> the row label of `decision_split`
+
+def decision_split(rows: pd.DataFrame,  # question rows of every method: `method`, `dataset`, `qid`, `correct`
+                   decisions: pd.DataFrame,  # the adaptive run's question rows: `dataset`, `qid`, `retrieve`
+                   dataset: str = "medqa",  # the dataset split (the paper: MedQA)
+                   methods: Sequence[str] | None = None,  # column order; default: as the methods appear
+                  ) -> pd.DataFrame:
+    "Figure 4: accuracy (%) of each method on the questions where Self-BioRAG predicts [Retrieval] and where it predicts [No Retrieval], with `n`."
+    key = ["dataset", "qid"]
+    d = decisions[decisions.dataset == dataset][key + ["retrieve"]].rename(columns={"retrieve": "decision"})
+    r = rows[rows.dataset == dataset].merge(d, on=key, how="inner")
+    methods = list(methods or dict.fromkeys(r.method))
+    t = r.pivot_table(index="decision", columns="method", values="correct", aggfunc="mean").reindex(index=[True, False], columns=methods)
+    t = 100 * t
+    t["n"] = d.decision.value_counts().reindex([True, False], fill_value=0).values
+    t.index = [DECISIONS[x] for x in t.index]
+    return t

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,11 +36,13 @@ from .prompts import answer_prompt, parse_option
 from .retrieve import Retriever
 
 # %% auto #0
-__all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIMPO', 'PRESETS', 'TRAIN_META', 'SampleSettings',
-           'sample_answers', 'select_questions', 'LeafChecker', 'check_samples', 'rank_samples', 'preference_pairs',
-           'sft_dataset', 'RewardModelScorer', 'load_reward_model', 'build_test_reward_model', 'TrainSettings',
-           'SFTSettings', 'SimPOSettings', 'TrainResult', 'default_selftrain_dir', 'train_sft', 'train_simpo',
-           'simpo_loss', 'accuracy_table', 'ranking_delta', 'SelfTrainResult', 'self_train', 'main']
+__all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIMPO', 'PRESETS', 'TRAIN_META', 'TIES',
+           'SampleSettings', 'sample_answers', 'load_medqa_jsonl', 'load_questions', 'select_questions', 'LeafChecker',
+           'check_samples', 'rank_samples', 'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model',
+           'build_test_reward_model', 'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult',
+           'default_selftrain_dir', 'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks',
+           'ranking_delta', 'ranking_table', 'SelfTrainResult', 'self_train', 'DatasetRuns', 'self_train_datasets',
+           'main']
 
 # %% ../nbs/api/11_selftrain.ipynb #e641797b
 @dataclass(frozen=True)
@@ -113,18 +115,45 @@ def sample_answers(questions: Sequence[Question],  # the questions to answer
     return df
 
 # %% ../nbs/api/11_selftrain.ipynb #b3aecb76
-def select_questions(benchmark: str | Path,  # MIRAGE benchmark.json
+def load_medqa_jsonl(path: str | Path,  # MedQA-USMLE's JSONL, e.g. questions/US/test.jsonl of the MedQA release
+                     dataset: str = "medqa",  # the dataset name the questions get
+                     prefix: str | None = None,  # ids are `<prefix>-<line number>` counting from 0; None: the file's stem ('test', 'train', 'dev')
+                    ) -> list[Question]:
+    """The questions of a MedQA-USMLE JSONL file (one object per line with `question`, `options` and the gold letter
+    `answer_idx`; other keys such as `answer` and `meta_info` are kept in `extra`), checked line by line."""
+    path = Path(path).expanduser()
+    prefix = prefix or path.stem
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip(): continue
+        try: rec = json.loads(line)
+        except json.JSONDecodeError as e: raise ValueError(f"{path}:{n + 1}: not valid JSON ({e})") from e
+        missing = [k for k in ("question", "options", "answer_idx") if k not in rec]
+        if missing: raise ValueError(f"{path}:{n + 1}: missing {', '.join(missing)} (MedQA-USMLE lines hold question, options, answer_idx)")
+        if not isinstance(rec["options"], dict) or rec["answer_idx"] not in rec["options"]:
+            raise ValueError(f"{path}:{n + 1}: answer_idx {rec['answer_idx']!r} is not one of the options")
+        extra = {k: v for k, v in rec.items() if k not in ("question", "options", "answer_idx")}
+        out.append(Question(dataset, f"{prefix}-{n:05d}", rec["question"], dict(rec["options"]), rec["answer_idx"], extra))
+    return out
+
+def load_questions(path: str | Path,  # a MIRAGE benchmark.json, or a MedQA-USMLE .jsonl file
+                   dataset: str,  # the MIRAGE dataset to read; for a .jsonl file, the name its questions get
+                  ) -> list[Question]:
+    "Questions from MIRAGE's `benchmark.json` or, for a `.jsonl` file, from MedQA-USMLE's own release (five options in its US set)."
+    from leaf_nb.data import load_mirage
+    return load_medqa_jsonl(path, dataset) if str(path).endswith(".jsonl") else load_mirage(path, dataset)
+
+def select_questions(benchmark: str | Path,  # MIRAGE benchmark.json, or a MedQA-USMLE .jsonl file (one dataset)
                      datasets: Sequence[str],  # datasets to take questions from
                      n: int = 0,  # per dataset, after `skip` and `exclude`; 0 = all
                      skip: int = 0,  # questions passed over at the start of each dataset
                      exclude: Sequence[Question] = (),  # questions never taken (e.g. the evaluation set)
                     ) -> list[Question]:
     "Questions from each dataset in file order: the first `n` after `skip`, leaving out `exclude`."
-    from leaf_nb.data import load_mirage
     drop = {(q.dataset, q.qid) for q in exclude}
     out = []
     for d in datasets:
-        qs = [q for q in load_mirage(benchmark, d)[skip:] if (q.dataset, q.qid) not in drop]
+        qs = [q for q in load_questions(benchmark, d)[skip:] if (q.dataset, q.qid) not in drop]
         out += qs[:n] if n else qs
     return out
 
@@ -133,32 +162,44 @@ def select_questions(benchmark: str | Path,  # MIRAGE benchmark.json
 class LeafChecker:
     "LEAF as self-training uses it: a fixed query writer, rater and corpus, never the model being trained."
     llm: LM
-    "writes one search query per sentence"
+    "writes the search queries (SAFE, which LEAF adapts, has its rater write them: pass the rater here too)"
     retriever: Retriever
     "finds the documents for each query"
     rater: LM | None = None
     "judges each sentence; None: `llm`"
     settings: FactCheckSettings = PAPER_LEAF
-    "k, verdict mode, token limits"
+    "k, searches per sentence, verdict mode, token limits"
+    name: ClassVar[str] = "leaf"  # the prefix of the score columns `check_samples` writes
 
     def __call__(self, answers: Sequence[str], contexts: Sequence[str], question_ids: Sequence | None = None) -> FactCheckResult:
         return fact_check(answers, contexts, llm=self.llm, retriever=self.retriever, rater=self.rater,
                           settings=self.settings, question_ids=question_ids)
 
+_CHECK_COUNTS = ("n_sentences", "n_supported", "n_not_supported", "n_unparsed")
+
+def _checker_name(checker, name: str | None) -> str:
+    name = name or getattr(checker, "name", None)
+    if not name: raise ValueError(f"{type(checker).__name__} has no `name`: say what its scores are called, e.g. name='factcheckgpt'")
+    return name
+
 def check_samples(samples: pd.DataFrame,  # rows from `sample_answers`
-                  checker: LeafChecker,
+                  checker,  # a `LeafChecker`, or any checker called like one (e.g. `factcheckgpt.FactcheckGPTChecker`)
+                  name: str | None = None,  # prefix of the new columns; default: the checker's `name` ('leaf' for LEAF)
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fact-check every sample in one batched pass: `(rows with leaf_score/passed and sentence counts, sentence rows)`."
+    "Fact-check every sample in one batched pass: `(rows with <name>_score, <name>_passed and sentence counts, sentence rows)`."
+    name = _checker_name(checker, name)
     res = checker(samples.answer.tolist(), samples.context.tolist(), question_ids=samples.qid.tolist())
     rows = samples.reset_index(drop=True).copy()
     a = res.answers
-    rows["leaf_score"], rows["passed"] = a.score.values, a.passed.values
-    for c in ("n_sentences", "n_supported", "n_not_supported", "n_unparsed"): rows[c] = a[c].values
+    if len(a) != len(rows): raise RuntimeError(f"the checker returned {len(a)} answer rows for {len(rows)} samples")
+    rows[f"{name}_score"], rows[f"{name}_passed"] = a.score.values, a.passed.values.astype(bool)
+    for c in _CHECK_COUNTS: rows[f"{name}_{c}"] = a[c].values
     sent = res.sentences.copy()
     keys = rows[["dataset", "qid", "sample"]].iloc[sent.answer.values].reset_index(drop=True) if len(sent) else \
         pd.DataFrame(columns=["dataset", "qid", "sample"])
-    sent = pd.concat([keys, sent.drop(columns="answer").reset_index(drop=True)], axis=1)
+    sent = pd.concat([keys, sent.drop(columns="answer").reset_index(drop=True)], axis=1).assign(checker=name)
     return rows, sent
+
 
 # %% ../nbs/api/11_selftrain.ipynb #d90146d3
 def _score_col(scorer) -> str:
@@ -222,18 +263,19 @@ def preference_pairs(rows: pd.DataFrame,  # sample rows with a `<scorer>_score` 
                                       "chosen_sample", "rejected_sample", "chosen_score", "rejected_score"])
 
 def sft_dataset(rows: pd.DataFrame,  # sample rows with a `<scorer>_score` column
-                scorer="leaf",  # "leaf": every answer that passes; a reward scorer: the best answer of each question
-                min_score: float | None = None,  # keep answers scoring at least this; default 1.0 for "leaf", none otherwise
-                best_only: bool | None = None,  # keep only the best-scored answer per question; default: not for "leaf", yes otherwise
+                scorer="leaf",  # a fact-checker's name ('leaf', 'factcheckgpt'): every answer that passes; a reward scorer: the best answer of each question
+                min_score: float | None = None,  # keep answers scoring at least this; default 1.0 for a fact-checker's score, none otherwise
+                best_only: bool | None = None,  # keep only the best-scored answer per question; default: not for a fact-checker, yes otherwise
                 seed: int = 42,  # tie-breaking for `best_only`
                ) -> pd.DataFrame:
     "Answers to fine-tune on, in TRL's conversational prompt-completion format (only the completion is trained on)."
     rows = rows.reset_index(drop=True)
     if not isinstance(scorer, str): rows = scorer.add_scores(rows)
-    col, leaf = _score_col(scorer), scorer == "leaf"
+    col = _score_col(scorer)
     if col not in rows: raise KeyError(f"rows have no {col!r} column")
-    min_score = (1.0 if leaf else None) if min_score is None else min_score
-    best_only = (not leaf) if best_only is None else best_only
+    checked = f"{col[:-6]}_passed" in rows  # a fact-checker's score has a pass mark (1.0: every sentence supported); a reward has none
+    min_score = (1.0 if checked else None) if min_score is None else min_score
+    best_only = (not checked) if best_only is None else best_only
     keep = rows[rows[col].notna()]
     if min_score is not None: keep = keep[keep[col] >= min_score]
     if best_only:
@@ -437,7 +479,7 @@ class SimPOSettings(TrainSettings):
 
 PAPER_SFT = SFTSettings()
 PAPER_SIMPO = SimPOSettings()
-_SMOKE = dict(learning_rate=1e-5, per_device_batch_size=1, grad_accum=1, max_length=256, max_prompt_length=224,
+_SMOKE = dict(learning_rate=1e-5, per_device_batch_size=1, grad_accum=1, max_length=384, max_prompt_length=320,
               max_steps=2, warmup=0.0)
 SMOKE_SFT = SFTSettings(**_SMOKE)
 SMOKE_SIMPO = SimPOSettings(**_SMOKE)
@@ -445,6 +487,12 @@ PRESETS = {"paper-sft": PAPER_SFT, "paper-simpo": PAPER_SIMPO, "smoke-sft": SMOK
 
 # %% ../nbs/api/11_selftrain.ipynb #3ad6aee7
 TRAIN_META = "leaf_nb_train.json"  # written beside the weights of every model `train_sft`/`train_simpo` saves
+
+class NoTrainingData(ValueError):
+    "Nothing is left to train on: no answer passed, no question gave a pair, or every example was dropped (`dropped` says why)."
+    def __init__(self, message: str, dropped: dict):
+        super().__init__(message)
+        self.dropped = dropped
 
 @dataclass
 class TrainResult:
@@ -575,8 +623,8 @@ def _train(method: str, model, data, settings: TrainSettings, output_dir, launch
     if not isinstance(settings, want): raise TypeError(f"{method} takes {want.__name__}, got {type(settings).__name__}")
     tok = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
     recs, dropped = _prepare(method, data, tok, settings)
-    if not recs: raise ValueError(f"no {method} training data left (dropped: {dropped or 'none'}); "
-                                  "with SFT on LEAF this means no sampled answer passed the fact-check")
+    if not recs: raise NoTrainingData(f"no {method} training data left (dropped: {dropped or 'none'}); "
+                                      "with SFT on a fact-checker this means no sampled answer passed", dropped)
     fp = _fingerprint(method, base, settings, recs)
     out = Path(output_dir).expanduser() if output_dir else default_selftrain_dir()
     final, run_dir = out / f"{method}-{fp[:12]}", out / f"run-{method}-{fp[:12]}"
@@ -681,30 +729,90 @@ def accuracy_table(rows: pd.DataFrame,  # answer rows with `method`, `dataset`, 
     return (100 * t).round(1)
 
 # %% ../nbs/api/11_selftrain.ipynb #02ae7265
+TIES = ("expected", "random", "first", "skip")  # how `question_picks` treats samples that share the top or bottom score
+
+def _pick(g: pd.DataFrame, score: float, col: str, ties: str, rng) -> float:
+    "Correctness credited to the samples of `g` scoring `score`: their mean ('expected'), one at random, or the first."
+    tied = g[g[col] == score]
+    if ties == "expected": return float(tied.correct.mean())
+    if ties == "first": return float(tied.sort_values("sample").correct.iloc[0])
+    return float(tied.correct.iloc[rng.integers(len(tied))])
+
+def question_picks(rows: pd.DataFrame,  # sample rows with `correct` and a `<scorer>_score` column
+                   scorer="leaf",  # a score column's prefix or a `RewardModelScorer`
+                   ties: str = "expected",  # one of TIES
+                   seed: int = 42,  # 'random' and 'skip': the per-question generator `preference_pairs` uses
+                  ) -> pd.DataFrame:
+    """Per question: the correctness of its highest- and of its lowest-scored sample (`highest`, `lowest`), whether
+    it is `counted`, and a `status`: 'ok', 'tie' (every scored sample has the same score), 'too_few' (one scored
+    sample) or 'no_score' (none). Samples without a score (an empty answer) are never picked."""
+    if ties not in TIES: raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+    if not isinstance(scorer, str): rows = scorer.add_scores(rows)
+    col = _score_col(scorer)
+    if col not in rows: raise KeyError(f"rows have no {col!r} column")
+    out = []
+    for (d, q), g in rows.groupby(["dataset", "qid"], sort=False):
+        s = g[g[col].notna()]
+        hi, lo = (s[col].max(), s[col].min()) if len(s) else (np.nan, np.nan)
+        status = "no_score" if not len(s) else "too_few" if len(s) == 1 else "tie" if hi == lo else "ok"
+        counted = status != "no_score" and (ties != "skip" or status == "ok")
+        rng = _rng(seed, d, q)  # drawn best first, then worst, as `rank_samples` draws: 'skip' picks its pairs
+        best = _pick(s, hi, col, ties, rng) if counted else np.nan
+        worst = _pick(s, lo, col, ties, rng) if counted else np.nan
+        out.append({"dataset": d, "qid": q, "status": status, "counted": counted, "n_samples": len(g), "n_scored": len(s),
+                    "best_score": hi, "worst_score": lo, "highest": best, "lowest": worst})
+    return pd.DataFrame(out, columns=["dataset", "qid", "status", "counted", "n_samples", "n_scored", "best_score",
+                                      "worst_score", "highest", "lowest"])
+
+# %% ../nbs/api/11_selftrain.ipynb #ce22c174
 def ranking_delta(rows: pd.DataFrame,  # sample rows with `correct` and one `<scorer>_score` column per scorer
-                  scorers: Sequence = ("leaf",),  # "leaf", score-column prefixes or `RewardModelScorer`s
-                  seed: int = 42,  # tie-breaking, as in `preference_pairs`
+                  scorers: Sequence = ("leaf",),  # score-column prefixes or `RewardModelScorer`s
+                  ties: str = "expected",  # how tied scores are counted (`question_picks`)
+                  seed: int = 42,
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per scorer: accuracy of the highest- and of the lowest-scored sample of each question, their difference Δ,
-    and a paired Wilcoxon test over questions; with the per-question picks. Questions where the scorer cannot
-    rank (ties, too few scored samples) are counted and left out."""
+    """Per scorer over all datasets: accuracy of the highest- and of the lowest-scored sample of each question,
+    their difference Δ and a paired Wilcoxon test over the counted questions; with the per-question picks."""
     summary, per_q = [], []
     rows = rows.reset_index(drop=True)
     for sc in scorers:
         if not isinstance(sc, str): rows = sc.add_scores(rows)
         name = _score_col(sc)[:-6]
-        rank = rank_samples(rows, sc, seed)
-        ok = rank[rank.status == "ok"]
-        hi = rows.loc[ok.best.tolist(), "correct"].to_numpy(float)
-        lo = rows.loc[ok.worst.tolist(), "correct"].to_numpy(float)
-        per_q.append(ok.assign(scorer=name, highest_correct=hi, lowest_correct=lo)[
-            ["scorer", "dataset", "qid", "best_score", "worst_score", "highest_correct", "lowest_correct"]])
+        picks = question_picks(rows, name, ties, seed).assign(scorer=name)
+        ok = picks[picks.counted]
+        hi, lo = ok.highest.to_numpy(float), ok.lowest.to_numpy(float)
         test = wilcoxon(hi, lo) if len(ok) else {"statistic": np.nan, "p_value": np.nan}
-        summary.append({"scorer": name, "n_questions": len(ok), "n_skipped": len(rank) - len(ok),
-                        "highest": hi.mean() if len(ok) else np.nan, "lowest": lo.mean() if len(ok) else np.nan,
-                        "delta": (hi - lo).mean() if len(ok) else np.nan,
+        summary.append({"scorer": name, "n_questions": len(ok), "n_skipped": len(picks) - len(ok),
+                        "n_all_tied": int((picks.status == "tie").sum()), "highest": hi.mean() if len(ok) else np.nan,
+                        "lowest": lo.mean() if len(ok) else np.nan, "delta": (hi - lo).mean() if len(ok) else np.nan,
                         "wilcoxon_statistic": test["statistic"], "p_value": test["p_value"]})
+        per_q.append(picks)
     return pd.DataFrame(summary), pd.concat(per_q, ignore_index=True)
+
+# %% ../nbs/api/11_selftrain.ipynb #5bafc859
+def ranking_table(rows: pd.DataFrame,  # sample rows with `correct`, `dataset` and the scorers' score columns
+                  scorers: Sequence = ("leaf",),  # score-column prefixes or `RewardModelScorer`s, in the table's order
+                  datasets: Sequence[str] | None = None,  # column order; default: as they appear
+                  names: dict | None = None,  # how each scorer is named in the row labels, e.g. {"leaf": "LEAF"}
+                  ties: str = "expected",  # how tied scores are counted (`question_picks`)
+                  seed: int = 42,
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 4's layout: for each scorer the rows `Lowest <name>`, `Highest <name>` and `Δ (<name>)`, one column per
+    dataset and their `Average`, in percent; with the per-question picks."""
+    rows = rows.reset_index(drop=True)
+    datasets = list(datasets or dict.fromkeys(rows.dataset))
+    out, per_q = {}, []
+    for sc in scorers:
+        if not isinstance(sc, str): rows = sc.add_scores(rows)
+        key = _score_col(sc)[:-6]
+        name = (names or {}).get(key, key)
+        picks = question_picks(rows, key, ties, seed).assign(scorer=key)
+        acc = picks[picks.counted].groupby("dataset")[["lowest", "highest"]].mean().reindex(datasets)
+        out[f"Lowest {name}"], out[f"Highest {name}"] = 100 * acc.lowest, 100 * acc.highest
+        out[f"Δ ({name})"] = out[f"Highest {name}"] - out[f"Lowest {name}"]
+        per_q.append(picks)
+    table = pd.DataFrame(out).T[datasets]
+    table["Average"] = table.mean(axis=1)
+    return table, pd.concat(per_q, ignore_index=True)
 
 # %% ../nbs/api/11_selftrain.ipynb #7bb88bc2
 @dataclass
@@ -722,10 +830,11 @@ class SelfTrainResult:
 def self_train(base: str | Path,  # the starting model's folder (HF format), e.g. `embedded_dir()`
                train_questions: Sequence[Question],  # questions whose sampled answers become training data
                eval_questions: Sequence[Question],  # questions every round's model is scored on
-               checker: LeafChecker,  # the fixed fact-checker
+               checker,  # the fixed fact-checker: a `LeafChecker` or one called like it (Factcheck-GPT)
                work_dir: str | Path,  # models, samples and metrics of every round go here
                method: str = "simpo",  # "sft" or "simpo"
-               scorer="leaf",  # "leaf" or a `RewardModelScorer`
+               scorer=None,  # what builds the training data: None = the checker's scores, or a `RewardModelScorer`
+               checker_name: str | None = None,  # prefix of the checker's score columns; default: its `name` ('leaf')
                rounds: int = 1,  # sample → check → build → train → evaluate, this many times
                sampling: SampleSettings = PAPER_SAMPLING,
                settings: TrainSettings | None = None,  # default PAPER_SFT / PAPER_SIMPO
@@ -738,6 +847,8 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
     "Self-training from fact-checks, repeated: each round samples with the previous round's model and trains from it."
     if method not in ("sft", "simpo"): raise ValueError(f"method must be 'sft' or 'simpo', got {method!r}")
     settings = settings or (PAPER_SFT if method == "sft" else PAPER_SIMPO)
+    cname = _checker_name(checker, checker_name)
+    scorer = scorer or cname
     work = Path(work_dir).expanduser(); work.mkdir(parents=True, exist_ok=True)
     current = Path(base).expanduser()
     metrics, answers, samples, models = [], [], [], [current]
@@ -755,19 +866,23 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
     for r in range(1, rounds + 1):
         rdir = work / f"round{r}"
         s = sample_answers(train_questions, lm, sampling, out=rdir / "samples.jsonl", progress=progress)
-        rows, _ = check_samples(s, checker)
+        rows, _ = check_samples(s, checker, cname)
         if not isinstance(scorer, str): rows = scorer.add_scores(rows)
         rows.assign(round=r).to_json(rdir / "checked.jsonl", orient="records", lines=True)
         samples.append(rows.assign(round=r))
         data = sft_dataset(rows, scorer, seed=settings.seed) if method == "sft" else preference_pairs(rows, scorer, seed=settings.seed)
         n_train = len(data) if method == "sft" else int((data.status == "ok").sum())
-        row = {"round": r, "n_samples": len(rows), "pass_rate": rows.passed.mean(), "mean_leaf_score": rows.leaf_score.mean(),
-               "n_train": n_train}
+        row = {"round": r, "n_samples": len(rows), "pass_rate": rows[f"{cname}_passed"].mean(),
+               "mean_check_score": rows[f"{cname}_score"].mean(), "n_train": n_train}
         if n_train == 0:  # nothing to learn from: recorded, and the loop stops (the next round would sample the same model)
             metrics.append({**row, "model": lm.model_id, "status": "no training data", "accuracy": np.nan})
             break
+        model_id = lm.model_id
         del lm; _free_memory()  # the trainer (maybe other processes) needs the memory the sampler held
-        res = (train_sft if method == "sft" else train_simpo)(current, data, settings, output_dir=work, launcher=launcher, progress=progress)
+        try: res = (train_sft if method == "sft" else train_simpo)(current, data, settings, output_dir=work, launcher=launcher, progress=progress)
+        except NoTrainingData as e:  # every example was dropped (e.g. prompts over max_prompt_length): recorded, as above
+            metrics.append({**row, "model": model_id, "status": "no training data", "dropped": e.dropped, "accuracy": np.nan})
+            break
         current = res.path; models.append(current)
         lm = serve(current)
         a = evaluate(lm, r)
@@ -779,6 +894,42 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
     pd.DataFrame(metrics).to_json(work / "metrics.jsonl", orient="records", lines=True)
     return SelfTrainResult(pd.DataFrame(metrics), pd.concat(answers, ignore_index=True),
                            pd.concat(samples, ignore_index=True) if samples else pd.DataFrame(), models)
+
+# %% ../nbs/api/11_selftrain.ipynb #4643a6df
+@dataclass
+class DatasetRuns:
+    "`self_train` runs keyed by dataset (or `'pooled'`), their rows gathered with a `run` column."
+    runs: dict
+    "run name -> `SelfTrainResult`"
+
+    def _cat(self, attr: str) -> pd.DataFrame:
+        frames = [getattr(r, attr).assign(run=k) for k, r in self.runs.items() if len(getattr(r, attr))]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @property
+    def metrics(self) -> pd.DataFrame: return self._cat("metrics")
+    @property
+    def answers(self) -> pd.DataFrame: return self._cat("answers")
+    @property
+    def samples(self) -> pd.DataFrame: return self._cat("samples")
+
+def self_train_datasets(base: str | Path,  # the starting model's folder
+                        train_questions: Sequence[Question],  # questions whose samples become training data
+                        eval_questions: Sequence[Question],  # questions the models are scored on
+                        checker,  # the fixed fact-checker, as for `self_train`
+                        work_dir: str | Path,  # each run works in `<work_dir>/<dataset>` (or `<work_dir>/pooled`)
+                        per_dataset: bool = True,  # True: one model per dataset (the paper); False: one model for all
+                        **kwargs,  # passed to `self_train` (method, scorer, rounds, sampling, settings, ...)
+                       ) -> DatasetRuns:
+    "Self-training separately on each dataset, each model scored on its own dataset; or one pooled run."
+    work = Path(work_dir).expanduser()
+    if not per_dataset: return DatasetRuns({"pooled": self_train(base, train_questions, eval_questions, checker, work / "pooled", **kwargs)})
+    names = list(dict.fromkeys(q.dataset for q in eval_questions))
+    have = {q.dataset for q in train_questions}
+    if missing := [d for d in names if d not in have]: raise ValueError(f"no training questions for {missing}: each dataset trains its own model")
+    if extra := sorted(have - set(names)): raise ValueError(f"training questions for {extra} but no evaluation questions: nothing would score those models")
+    return DatasetRuns({d: self_train(base, [q for q in train_questions if q.dataset == d], [q for q in eval_questions if q.dataset == d],
+                                      checker, work / d, **kwargs) for d in names})
 
 # %% ../nbs/api/11_selftrain.ipynb #454f4c1e
 def _settings_arg(value: str, method: str) -> TrainSettings:

@@ -1,5 +1,6 @@
 """Self-BioRAG: the threshold δ sets the retrieval rate (property tests and the real embedded critic), the weights
-decide which candidate wins, and a run that dies half-way resumes from the cache without repeating a call."""
+decide which candidate wins, a run that dies half-way resumes from the cache without repeating a call, and Figure 4's
+baselines (the base model without retrieval and with only its top passage) and split by Self-BioRAG's prediction."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from leaf_nb.cache import Cache
 from leaf_nb.data import Question, load_mirage
 from leaf_nb.llm import LM, LMError, embedded
 from leaf_nb.retrieve import BM25
-from leaf_nb.selfbiorag import (FULLY_SUPPORTED, RELEVANCE_TOKENS, RELEVANT, RETRIEVAL, RETRIEVAL_TOKENS, SUPPORT_TOKENS,
-                                PromptCritic, SelfBioRAGSettings, decide, retrieval_prob, select, self_biorag)
+from leaf_nb.factcheck import question_context
+from leaf_nb.selfbiorag import (BASELINES, FULLY_SUPPORTED, NO_RETRIEVAL, RELEVANCE_TOKENS, RELEVANT, RETRIEVAL, RETRIEVAL_TOKENS,
+                                SUPPORT_TOKENS, BaselineSettings, PromptCritic, SelfBioRAGSettings, base_answers, decide,
+                                decision_split, retrieval_prob, select, self_biorag)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 probs = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40)
@@ -118,3 +121,57 @@ def test_delta_with_the_embedded_critic(lm):
     every = self_biorag(qs[:1], critic, bm25, replace(small, delta=0.0))
     assert every.retrieval_rate == 1.0 and every.questions.evidence_id.notna().all()
     assert every.candidates.relevance.between(0, 1).all()
+
+
+class Reader(LM):
+    "Base-model double: records the documents in each prompt's KNOWLEDGE field and answers A when the naloxone passage is among them."
+    kind = "reader-selfbiorag-test"
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+    def _generate(self, reqs):
+        for i, r in enumerate(reqs):
+            text = r.prompt[-1]["content"]
+            knowledge = text.split("KNOWLEDGE:\n", 1)[1].split("QUESTION:", 1)[0] if "KNOWLEDGE:\n" in text else ""
+            self.seen.append(knowledge.count("<document"))
+            yield i, "Answer: A" if "opioid antagonist" in knowledge else "Answer: B"
+
+
+def test_figure4_baselines_and_split():
+    """The base model answers once without evidence and once, as the paper's RAG baseline, with only the top passage of
+    its top k (the question with its options as the query); the split puts every question under Self-BioRAG's prediction."""
+    bm25 = BM25(PASSAGES, progress=False)
+    reader = Reader("reader", progress=False)
+    base = base_answers([Q, Q2], reader, bm25, BaselineSettings(k=2, use=1, max_tokens=8))
+    assert base.method.tolist() == [BASELINES["none"]] * 2 + [BASELINES["rag"]] * 2
+    assert sorted(reader.seen) == [0, 0, 1, 1]  # no document without retrieval, exactly one with it
+    top = bm25.search([question_context(q.question, q.options) for q in (Q, Q2)], k=2)
+    rag = base[base.method == BASELINES["rag"]]
+    assert rag.evidence_ids.tolist() == [[hs[0].id] for hs in top] and rag.retrieve.all() and not base.retrieve[:2].any()
+    assert rag.option.tolist() == ["A" if hs[0].id == "nal" else "B" for hs in top]
+    res = self_biorag([Q, Q2], PromptCritic(Scripted("s", progress=False)), bm25, SelfBioRAGSettings(k=2, answer_term="sum"))
+    decisions = res.questions.assign(retrieve=[True, False])
+    rows = pd.concat([base, res.questions], ignore_index=True)
+    split = decision_split(rows, decisions, "medqa")
+    assert split.index.tolist() == [RETRIEVAL, NO_RETRIEVAL] and split.n.tolist() == [1, 1]
+    for label, qid in ((RETRIEVAL, "q1"), (NO_RETRIEVAL, "q2")):
+        for m in rows.method.unique():
+            assert split.loc[label, m] == 100 * rows[(rows.method == m) & (rows.qid == qid)].correct.item()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=12))
+def test_decision_split_is_the_mean_per_prediction(cells):
+    "Each cell of the split is the mean correctness of that method over the questions with that prediction; n counts them."
+    qids = [f"q{i}" for i in range(len(cells))]
+    decisions = pd.DataFrame({"dataset": "medqa", "qid": qids, "retrieve": [c[0] for c in cells]})
+    rows = pd.DataFrame({"method": ["a"] * len(cells) + ["b"] * len(cells), "dataset": "medqa", "qid": qids * 2,
+                         "correct": [float(c[1]) for c in cells] + [float(c[2]) for c in cells]})
+    split = decision_split(pd.concat([rows, rows.assign(dataset="other")]), decisions, "medqa", ["a", "b"])
+    for label, want in ((RETRIEVAL, True), (NO_RETRIEVAL, False)):
+        part = [c for c in cells if c[0] == want]
+        assert split.loc[label, "n"] == len(part)
+        if part:
+            assert split.loc[label, "a"] == pytest.approx(100 * np.mean([c[1] for c in part]))
+            assert split.loc[label, "b"] == pytest.approx(100 * np.mean([c[2] for c in part]))
+        else: assert np.isnan(split.loc[label, "a"])

@@ -1,6 +1,7 @@
-"""Self-training on the real components: TRL's CPO trainer in SimPO mode on the embedded SmolLM2-135M, a run
-killed with SIGKILL after its first checkpoint and resumed, preference pairs under generated score tables, and
-the reward scorer's HTTP route against a stand-in server."""
+"""Self-training on the real components: TRL's CPO trainer in SimPO mode on the embedded SmolLM2-135M (its loss
+checked against the LEAF paper's Eq. 3 computed by hand), a run killed with SIGKILL after its first checkpoint and
+resumed, one model per dataset, preference pairs and Table 4's tie rules under generated score tables, and the
+reward scorer's HTTP route against a stand-in server."""
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ from dataclasses import asdict, replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,9 +22,16 @@ import torch
 from hypothesis import given, settings as hsettings, strategies as st
 
 from leaf_nb.cache import Cache
-from leaf_nb.llm import Transformers, embedded_dir, load_llm, user
-from leaf_nb.selftrain import (SMOKE_SFT, SMOKE_SIMPO, TRAIN_META, RewardModelScorer, preference_pairs, simpo_loss,
-                               train_sft, train_simpo)
+from leaf_nb.data import Question
+from leaf_nb.factcheck import FactCheckSettings
+from leaf_nb.fcrag import AnswerSettings
+from leaf_nb.llm import LM, Transformers, embedded_dir, load_llm, user
+from leaf_nb.retrieve import BM25
+from leaf_nb.selftrain import (PAPER_SIMPO, SMOKE_SFT, SMOKE_SIMPO, TIES, TRAIN_META, LeafChecker, RewardModelScorer,
+                               SampleSettings, preference_pairs, question_picks, rank_samples, ranking_table,
+                               self_train_datasets, simpo_loss, train_sft, train_simpo)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 QUESTION = "Which drug reverses opioid-induced respiratory depression?\nA. Naloxone\nB. Flumazenil\nAnswer with the letter."
 
@@ -181,3 +191,129 @@ def test_launcher_trains_the_same_model_in_another_process(tmp_path):
     from safetensors.torch import load_file
     a, b = load_file(launched.path / "model.safetensors"), load_file(here.path / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def _mean_logp(model, ids: list[int], labels: list[int]) -> tuple[float, int]:
+    "log π(y|x) / |y| by hand: the mean log-probability of the completion tokens (labels != -100), each given the tokens before it."
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float()
+    target = torch.tensor(labels[1:])
+    keep = target != -100
+    logp = torch.log_softmax(logits, dim=-1)[keep].gather(1, target[keep, None]).squeeze(1)
+    return float(logp.mean()), int(keep.sum())
+
+
+def _eq3(chosen: list[float], rejected: list[float], beta: float, gamma: float) -> float:
+    "LEAF paper, Eq. 3: mean over pairs of −log σ(β/|y_w| log π(y_w|x) − β/|y_l| log π(y_l|x) − γ)."
+    return float(np.mean([math.log1p(math.exp(-(beta * w - beta * l - gamma))) for w, l in zip(chosen, rejected)]))
+
+
+def test_trl_simpo_loss_is_the_papers_eq3(tmp_path):
+    """TRL's SimPO loss (CPOTrainer, loss_type='simpo', simpo_gamma=1.4) equals Eq. 3 computed by hand from the
+    model's own log-probabilities with γ = 1.4 as the margin inside σ; reading 1.4 as SimPO's γ/β ratio would not."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from leaf_nb.selftrain import _config, _cpo, _prepare
+    base = embedded_dir()
+    pairs = preference_pairs(_rows(), "leaf")
+    s = replace(SMOKE_SIMPO, per_device_batch_size=2, max_length=128)
+    assert (s.beta, s.gamma) == (PAPER_SIMPO.beta, PAPER_SIMPO.gamma) == (2.5, 1.4)
+    trl_loss = simpo_loss(base, pairs, s)  # TRL's evaluation loop: its tokenisation, padding and loss
+    tok = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32, local_files_only=True).eval()
+    recs, _ = _prepare("simpo", pairs, tok, s)
+    rows = _cpo().CPOTrainer(model=model, args=_config("simpo", s, tmp_path / "run", progress=False),
+                             train_dataset=Dataset.from_list(recs), processing_class=tok).train_dataset  # the sequences TRL builds
+    chosen, rejected = [], []
+    for r, rec in zip(rows, recs):
+        w, nw = _mean_logp(model, r["chosen_input_ids"], r["chosen_labels"])
+        l, nl = _mean_logp(model, r["rejected_input_ids"], r["rejected_labels"])
+        answer = rec["chosen"][0]["content"]
+        assert tok.decode(r["chosen_input_ids"][-nw:]).startswith(answer)  # |y_w| counts the answer's tokens (and the turn's end)
+        chosen.append(w); rejected.append(l)
+    assert max(abs(w - l) for w, l in zip(chosen, rejected)) > 0.1  # the two answers differ, so β's placement matters
+    by_hand = _eq3(chosen, rejected, s.beta, s.gamma)
+    print(f"TRL {trl_loss:.6f}  Eq. 3 with γ = 1.4: {by_hand:.6f}  with γ = 1.4 × β: {_eq3(chosen, rejected, s.beta, s.gamma * s.beta):.6f}")
+    assert abs(trl_loss - by_hand) < 1e-4
+    assert abs(trl_loss - _eq3(chosen, rejected, s.beta, s.gamma * s.beta)) > 0.5  # 1.4 is not a γ/β ratio here
+    assert abs(trl_loss - _eq3(chosen, rejected, 1.0, s.gamma)) > 1e-3  # and β scales the log-probabilities, not γ
+
+
+@st.composite
+def tied_tables(draw):
+    "Samples with few distinct scores, so ties at the top and bottom are common; correctness drawn independently."
+    rows = []
+    for q in range(draw(st.integers(1, 6))):
+        for i in range(draw(st.integers(1, 5))):
+            rows.append({"dataset": "medqa", "qid": f"q{q}", "sample": i, "prompt": f"question {q}", "answer": f"a{q}-{i}",
+                         "leaf_score": draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, float("nan")])),
+                         "correct": float(draw(st.booleans()))})
+    return pd.DataFrame(rows)
+
+
+@hsettings(max_examples=80, deadline=None)
+@given(tied_tables(), st.integers(0, 2**31 - 1))
+def test_tie_rules_of_table4(rows, seed):
+    "Each tie rule, checked against a direct computation per question; 'skip' counts exactly the questions SimPO pairs."
+    picks = {t: question_picks(rows, "leaf", t, seed).set_index("qid") for t in TIES}
+    ranked = rank_samples(rows, "leaf", seed).set_index("qid")
+    for q, g in rows.groupby("qid"):
+        s = g[g.leaf_score.notna()]
+        if s.empty:
+            assert not any(p.loc[q, "counted"] for p in picks.values()); continue
+        top, bottom = s[s.leaf_score == s.leaf_score.max()], s[s.leaf_score == s.leaf_score.min()]
+        e = picks["expected"].loc[q]
+        assert e.counted and e.highest == top.correct.mean() and e.lowest == bottom.correct.mean()
+        f = picks["first"].loc[q]
+        assert f.highest == top.sort_values("sample").correct.iloc[0] and f.lowest == bottom.sort_values("sample").correct.iloc[0]
+        r = picks["random"].loc[q]
+        assert r.highest in set(top.correct) and r.lowest in set(bottom.correct)
+        k = picks["skip"].loc[q]
+        assert k.counted == (ranked.loc[q, "status"] in ("ok", "identical"))
+        if k.counted: assert k.highest == g.set_index(g.index).correct[ranked.loc[q, "best"]]
+        if len(s) == 1 or s.leaf_score.nunique() == 1: assert e.highest == e.lowest  # one score: nothing to rank
+    table, _ = ranking_table(rows, ["leaf"], ["medqa"], ties="expected")
+    counted = picks["expected"][picks["expected"].counted]
+    if len(counted):
+        assert table.loc["Δ (leaf)", "medqa"] == pytest.approx(100 * (counted.highest - counted.lowest).mean())
+
+
+class _Parity(LM):
+    "Checker double, structural: queries are the STATEMENT field; a sentence is supported when its length is even."
+    kind = "parity-test"
+    @staticmethod
+    def _statement(prompt) -> str: return prompt[-1]["content"].split("STATEMENT:\n", 1)[1].split("\n", 1)[0]
+    def _generate(self, reqs):
+        for i, r in enumerate(reqs): yield i, f"```\n{self._statement(r.prompt)}\n```"
+    def _label_logprobs(self, pairs):
+        for i, (p, label) in enumerate(pairs): yield i, -0.01 if (label == "[Supported]") == (len(self._statement(p)) % 2 == 0) else -5.0
+
+
+def test_each_dataset_trains_and_scores_its_own_model(tmp_path):
+    """The paper's Tables 3 and 5 train 'separately on each dataset': each model sees only its dataset's samples and
+    answers only its dataset's questions; the pooled variant is one model for all."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    src = embedded_dir()
+    cfg = AutoConfig.from_pretrained(src, local_files_only=True)
+    cfg.update(dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    torch.manual_seed(0)
+    tiny = tmp_path / "tiny"
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tiny)
+    AutoTokenizer.from_pretrained(src, local_files_only=True).save_pretrained(tiny)
+    qs = [Question("medqa", f"m{i}", f"Medical question {i}?", {"A": "one", "B": "two", "C": "three"}, "A") for i in range(3)] + \
+         [Question("bioasq", f"b{i}", f"Is fact {i} true?", {"A": "yes", "B": "no"}, "B") for i in range(3)]
+    checker = LeafChecker(_Parity("parity", progress=False), BM25(DATA / "medcorpus.jsonl", progress=False),
+                          settings=FactCheckSettings(n_searches=1, verdict="logprob"))
+    kw = dict(method="simpo", sampling=SampleSettings(n=3, max_tokens=12), settings=replace(SMOKE_SIMPO, max_steps=1, learning_rate=1e-3),
+              answer=AnswerSettings(max_tokens=6), cache=Cache(tmp_path / "c.sqlite"), progress=False)
+    runs = self_train_datasets(tiny, qs, qs, checker, tmp_path / "work", **kw)
+    assert list(runs.runs) == ["medqa", "bioasq"]
+    for d, r in runs.runs.items():
+        assert set(r.samples.dataset) == {d} and set(r.answers.dataset) == {d}
+        assert r.metrics.status.iloc[-1] == "trained"
+    assert runs.runs["medqa"].models[-1] != runs.runs["bioasq"].models[-1]
+    assert set(runs.answers.query("round == 1").dataset) == {"medqa", "bioasq"}
+    pooled = self_train_datasets(tiny, qs, qs, checker, tmp_path / "work", per_dataset=False, **kw)
+    assert list(pooled.runs) == ["pooled"] and set(pooled.samples.dataset) == {"medqa", "bioasq"}
+    with pytest.raises(ValueError, match="no training questions"):
+        self_train_datasets(tiny, qs[:3], qs, checker, tmp_path / "work", **kw)
