@@ -214,7 +214,7 @@ def file_digest(path: str | Path,  # any file
     return digest
 
 # %% ../nbs/api/00_cache.ipynb #3b745c95
-NOT_MODEL_FILES = ("trainer_state.json", "training_args.bin", "optimizer.pt", "optimizer.bin", "scheduler.pt",
+NOT_MODEL_FILES = ("trainer_state.json", "training_args.bin", "leaf_nb_train.json", "optimizer.pt", "optimizer.bin", "scheduler.pt",
                    "scaler.pt", "rng_state*.pth", "README*", "*.md", "*.log", "*.lock", "*.tmp")  # never part of a fingerprint
 NOT_MODEL_DIRS = ("checkpoint-*", "runs", "logs", "__pycache__")  # sub-folders skipped (plus hidden ones)
 

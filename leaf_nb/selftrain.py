@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path
+from .cache import Cache, default_cache_path, folder_fingerprint, identity
 from .data import Question
 from .evaluate import correctness, wilcoxon
 from .factcheck import PAPER_LEAF, FactCheckResult, FactCheckSettings, fact_check, question_context
@@ -85,7 +85,7 @@ def sample_answers(questions: Sequence[Question],  # the questions to answer
                   ) -> pd.DataFrame:
     "`settings.n` answers per question, one row each: one batched `generate` call per batch of questions, all through the cache."
     s = settings
-    stamp = {"model": llm.model_id, "temperature": float(s.temperature), "max_tokens": int(s.max_tokens), "seed": s.seed}
+    stamp = {"model": llm.model_id, "model_identity": llm.identity, "temperature": float(s.temperature), "max_tokens": int(s.max_tokens), "seed": s.seed}
     path = Path(out) if out else None
     done: dict[tuple, list[dict]] = {}
     if path is not None:
@@ -299,7 +299,8 @@ class RewardModelScorer:
                  endpoint: str | None = None,  # instead: a vLLM server, e.g. "http://127.0.0.1:8002" (its /pooling route)
                  served_model: str | None = None,  # the model name the endpoint serves
                  name: str = "rm",  # the score column is `<name>_score`
-                 model_id: str | None = None,  # names the model in cache keys; default: the folder name or served name
+                 model_id: str | None = None,  # a readable name; default: the folder name or served name
+                 identity: str | None = None,  # what cache keys call the model; default: a fingerprint of the folder, or the served name
                  label: int = 0,  # which output to read when the head has several and no `score` field
                  batch_size: int = 8,  # (question, answer) pairs per forward pass
                  max_length: int = 2048,  # tokens per pair; longer pairs are cut from the end
@@ -317,6 +318,7 @@ class RewardModelScorer:
         self.endpoint = endpoint.rstrip("/").removesuffix("/v1") if endpoint else None
         self.served_model, self.name, self.label = served_model, name, label
         self.model_id = model_id or (self.path.name if self.path is not None else served_model)
+        self._identity = identity
         self.batch_size, self.max_length, self.trust_remote_code = batch_size, max_length, trust_remote_code
         self.device, self.max_concurrency, self.timeout, self.progress = device, max_concurrency, timeout, progress
         self.cache = cache if isinstance(cache, Cache) or cache is None else Cache(cache)
@@ -324,6 +326,13 @@ class RewardModelScorer:
         self.calls = 0  # pairs scored by the model (cache misses)
 
     def __repr__(self): return f"RewardModelScorer({self.model_id!r}, name={self.name!r})"
+
+    @property
+    def identity(self) -> str:
+        "What cache keys call the reward model: a fingerprint of its folder's files, or the served name (give `identity` for a server)."
+        if self._identity is None:
+            self._identity = identity(folder_fingerprint(self.path)) if self.path is not None else self.served_model
+        return self._identity
 
     def load(self):
         if self._model is None:
@@ -377,7 +386,7 @@ class RewardModelScorer:
         "One reward per (prompt, answer), batched, through the cache."
         if len(prompts) != len(answers): raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
         kind = "seqcls" if self.path is not None else "pooling"
-        reqs = [{"op": "reward", "kind": kind, "model": self.model_id, "label": self.label, "prompt": p, "answer": a}
+        reqs = [{"op": "reward", "kind": kind, "model": self.identity, "label": self.label, "prompt": p, "answer": a}
                 for p, a in zip(prompts, answers)]
         def count(): self.calls += 1
         run = self._local if self.path is not None else self._remote
@@ -536,11 +545,10 @@ def _records(data) -> list[dict]:
     return list(data)
 
 def _model_name(base: Path) -> str:
-    "How a base model enters the fingerprint: a trained model by its own fingerprint, any other folder by its name and config."
+    "How a base model enters the fingerprint: a trained model by its own fingerprint, any other folder by a fingerprint of its files."
     meta = base / TRAIN_META
     if meta.exists(): return "trained:" + json.loads(meta.read_text())["fingerprint"]
-    cfg = base / "config.json"
-    return base.name + ":" + (hashlib.sha256(cfg.read_bytes()).hexdigest()[:16] if cfg.exists() else "")
+    return folder_fingerprint(base)  # what the folder computes with, whatever it is called
 
 _RUN_ONLY = ("threads", "save_steps", "logging_steps")  # settings that change how a run goes, not what it produces
 

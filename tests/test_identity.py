@@ -86,3 +86,17 @@ def test_server_identity(server, tmp_path):
     two.generate(["The kidney filters"], max_tokens=4)
     assert (one.identity, two.identity) == (f"{server.alias}@run-1", f"{server.alias}@run-2")
     assert one.calls == two.calls == 1
+
+
+def test_reward_models_in_same_named_folders_never_share_scores(tmp_path):
+    from leaf_nb.selftrain import RewardModelScorer, build_test_reward_model
+    a = shutil.copytree(build_test_reward_model(tmp_path / "build", seed=1), tmp_path / "a" / "rm")
+    b = shutil.copytree(build_test_reward_model(tmp_path / "build", seed=2), tmp_path / "b" / "rm")
+    cache = Cache(tmp_path / "c.sqlite")
+    sa, sb = RewardModelScorer(a, cache=cache, progress=False), RewardModelScorer(b, cache=cache, progress=False)
+    assert sa.model_id == sb.model_id == "rm" and sa.identity != sb.identity
+    qa = [("Which drug reverses opioid overdose?", "Naloxone.")]
+    ra, rb = sa.score(*zip(*qa)), sb.score(*zip(*qa))
+    assert sa.calls == 1 and sb.calls == 1 and not np.allclose(ra, rb)
+    moved = RewardModelScorer(shutil.copytree(a, tmp_path / "elsewhere" / "armorm-copy"), cache=cache, progress=False)
+    assert np.allclose(moved.score(*zip(*qa)), ra) and moved.calls == 0
