@@ -7,11 +7,18 @@ SmolLM2-135M-Instruct writing queries and rating, and BM25 over the shipped corp
   (b) batched: `fact_check` on all answers at once (one call per search round and one for the verdicts;
       requests in flight together for a server, batched forward passes for the local model).
 Both stop a sentence's searches early the same way (a search that adds no new document, or a later reply
-without a query). Verdict agreement between (a) and (b) is printed too.
+without a query). Verdict agreement between (a) and (b) is printed too. With `--csv` the rows are also appended
+to a CSV, with the command and the date: `benchmarks/results/factcheck_throughput.csv` is the file
+`nbs/api/06_factcheck.ipynb` shows.
 
-    .venv/bin/python benchmarks/factcheck_throughput.py [--backend server|local|both] [-n 8] [--searches 1]
+    .venv/bin/python benchmarks/factcheck_throughput.py [--backend server|local|both] [-n 8] [--searches 1] \
+        [--csv benchmarks/results/factcheck_throughput.csv]
 """
 import argparse
+import csv
+import datetime
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -49,7 +56,8 @@ def sequential(lm, bm25, answers, s):
     return verdicts
 
 
-def run(name, make_lm, answers, s, bm25):
+def run(name, make_lm, answers, s, bm25) -> dict:
+    "One backend's row: sentences/s of the sequential loop and of `fact_check`, and how many verdicts they share."
     t0 = time.perf_counter()
     seq = sequential(make_lm(sequential=True), bm25, answers, s)
     t_seq = time.perf_counter() - t0
@@ -57,8 +65,25 @@ def run(name, make_lm, answers, s, bm25):
     res = fact_check(answers, [QUESTION] * len(answers), llm=make_lm(sequential=False), retriever=bm25, settings=s)
     t_bat = time.perf_counter() - t0
     n = len(seq)
-    agree = sum(a == b for a, b in zip(seq, res.sentences.verdict)) / n
-    return f"| {name} | {n} | {n / t_seq:.2f} | {n / t_bat:.2f} | {t_seq / t_bat:.1f}x | {agree:.0%} |"
+    return {"backend": name, "answers": len(answers), "sentences": n, "distinct_sentences": len(set(res.sentences.text)),
+            "searches": s.n_searches, "rater_max_tokens": s.rater_max_tokens, "sequential_sent_per_s": round(n / t_seq, 2),
+            "batched_sent_per_s": round(n / t_bat, 2), "ratio": round(t_seq / t_bat, 1),
+            "same_verdicts": sum(a == b for a, b in zip(seq, res.sentences.verdict))}
+
+
+COLUMNS = ["date", "command", "backend", "answers", "sentences", "distinct_sentences", "searches", "rater_max_tokens",
+           "sequential_sent_per_s", "batched_sent_per_s", "ratio", "same_verdicts", "note"]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    "Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it."
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    command = shlex.join(["benchmarks/factcheck_throughput.py", *sys.argv[1:]])
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        if new: w.writeheader()
+        for r in rows: w.writerow({"date": datetime.date.today().isoformat(), "command": command, "note": "", **r})
 
 
 def main():
@@ -67,6 +92,7 @@ def main():
     ap.add_argument("-n", type=int, default=8, help="answers (the 4 written here, repeated with a variant suffix)")
     ap.add_argument("--rater-max-tokens", type=int, default=48)
     ap.add_argument("--searches", type=int, default=1, help="searches per sentence (the paper profile uses 5)")
+    ap.add_argument("--csv", type=Path, default=None, help="append the rows to this CSV")
     args = ap.parse_args()
     answers = [ANSWERS[i % len(ANSWERS)] + ("" if i < len(ANSWERS) else f" (Variant {i}.)") for i in range(args.n)]
     s = FactCheckSettings(n_searches=args.searches, query_max_tokens=24, rater_max_tokens=args.rater_max_tokens)
@@ -76,15 +102,18 @@ def main():
         # llama-cpp-python's server answers one request at a time: the other 7 in flight wait in its queue,
         # and that wait counts against the client's timeout (120 s by default), hence the long one
         with LlamaCppServer() as server:
-            lines.append(run("llama.cpp server, 1 vs 8 in flight", lambda sequential: server.lm(max_concurrency=1 if sequential else 8, timeout=900, progress=False), answers, s, bm25))
+            lines.append(run("llama.cpp server, 1 vs 8 requests in flight", lambda sequential: server.lm(max_concurrency=1 if sequential else 8, timeout=900, progress=False), answers, s, bm25))
     if args.backend in ("local", "both"):
         local = embedded(progress=False)
         local.load()
         lines.append(run("transformers, batch 1 vs 16", lambda sequential: local.derive(batch_size=1 if sequential else 16, cache=None), answers, s, bm25))
     print(f"\n{args.n} answers, {args.searches} search(es) per sentence, query 24 tokens, rater {args.rater_max_tokens} tokens (cot), k=3, no cache\n")
-    print("| backend | sentences | sequential sent/s | batched sent/s | ratio | verdict agreement |")
+    print("| backend | sentences | sequential sent/s | batched sent/s | ratio | same verdicts |")
     print("|---|---|---|---|---|---|")
-    print("\n".join(lines))
+    for r in lines:
+        print(f"| {r['backend']} | {r['sentences']} | {r['sequential_sent_per_s']:.2f} | {r['batched_sent_per_s']:.2f} "
+              f"| {r['ratio']:.1f}x | {r['same_verdicts']}/{r['sentences']} |")
+    if args.csv: write_csv(args.csv, lines)
 
 
 if __name__ == "__main__":

@@ -5,14 +5,20 @@ half contradicted by it) with `fact_check(verdict="cot")` and `fact_check(verdic
 query writer (the rater, as in SAFE and LEAF, unless `--writer` names another) and BM25 over
 `data/medcorpus.jsonl`, `--searches` searches per statement (default 1), no cache. Prints how often the two verdicts agree,
 how often each matches our labels, how many chain-of-thought replies ended without a label, and the
-sentences/s of each mode.
+sentences/s of each mode. With `--csv` the rows are also appended to a CSV, with the command and the date:
+`benchmarks/results/verdict_agreement.csv` is the file `nbs/api/06_factcheck.ipynb` shows.
 
     .venv/bin/python benchmarks/verdict_agreement.py                                  # embedded SmolLM2 rates
     .venv/bin/python benchmarks/verdict_agreement.py --rater "openai:http://127.0.0.1:8001/v1#Qwen/Qwen2-72B-Instruct" \\
         --rater-tokenizer /models/Qwen2-72B-Instruct --rater-max-tokens 512
+    .venv/bin/python benchmarks/verdict_agreement.py --csv benchmarks/results/verdict_agreement.csv
 """
 import argparse
+import csv
+import datetime
 import json
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +28,19 @@ from leaf_nb.prompts import NOT_SUPPORTED, SUPPORTED, UNPARSED
 from leaf_nb.retrieve import BM25
 
 ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ["date", "command", "rater", "writer", "statements", "searches", "rater_max_tokens", "verdict", "seconds", "right",
+           "unparsed", "agreement", "note"]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    "Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it."
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    command = shlex.join(["benchmarks/verdict_agreement.py", *sys.argv[1:]])
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        if new: w.writeheader()
+        for r in rows: w.writerow({"date": datetime.date.today().isoformat(), "command": command, "note": "", **r})
 
 
 def main():
@@ -31,6 +50,7 @@ def main():
     ap.add_argument("--rater-max-tokens", type=int, default=96)
     ap.add_argument("--writer", default=None, help="LLM spec of the query writer; default: the rater (SAFE's one model)")
     ap.add_argument("--searches", type=int, default=1, help="searches per statement (the paper profile uses 5)")
+    ap.add_argument("--csv", type=Path, default=None, help="append the two rows (cot, logprob) to this CSV")
     args = ap.parse_args()
     claims = [json.loads(line) for line in (ROOT / "data" / "verdict_claims.jsonl").read_text().splitlines()]
     bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
@@ -53,11 +73,16 @@ def main():
           f"cot max_tokens={args.rater_max_tokens}, k=3, BM25, no cache\n")
     print("| verdict | seconds | sentences/s | right vs our labels | unparsed |")
     print("|---|---:|---:|---:|---:|")
+    agree = sum(a == b for a, b in zip(rows["cot"][1], rows["logprob"][1]))
+    out = []
     for mode, (t, v) in rows.items():
         right = sum(a == b for a, b in zip(v, gold))
         print(f"| {mode} | {t:.1f} | {n / t:.2f} | {right}/{n} | {v.count(UNPARSED)} |")
-    agree = sum(a == b for a, b in zip(rows["cot"][1], rows["logprob"][1]))
+        out.append({"rater": args.rater, "writer": args.writer or "the rater", "statements": n, "searches": args.searches,
+                    "rater_max_tokens": args.rater_max_tokens, "verdict": mode, "seconds": round(t, 1), "right": right,
+                    "unparsed": v.count(UNPARSED), "agreement": agree})
     print(f"\nagreement cot vs logprob: {agree}/{n}; logprob is {rows['cot'][0] / rows['logprob'][0]:.1f}x faster")
+    if args.csv: write_csv(args.csv, out)
 
 
 if __name__ == "__main__":

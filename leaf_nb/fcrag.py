@@ -40,7 +40,7 @@ class AnswerSettings:
         if self.max_rounds < 0: raise ValueError("max_rounds must be 0 or more")
         if self.k < 1: raise ValueError("k must be at least 1")
 
-# %% ../nbs/api/09_fcrag.ipynb #d0768089
+# %% ../nbs/api/09_fcrag.ipynb #38bd65a6
 def _answer(llm: LM, prompts: list[Prompt], s: AnswerSettings, desc: str) -> list[str]:
     msgs = [user(p) if isinstance(p, str) else p for p in prompts]
     return [o[0] for o in llm.generate(msgs, max_tokens=s.max_tokens, temperature=s.temperature, desc=desc)]
@@ -51,6 +51,7 @@ def _rows(method: str, questions: Sequence[Question], answers: list[str], option
                          "answer": answers, "option": options, "gold": [q.answer for q in questions],
                          "correct": correctness(options, [q.answer for q in questions]), **cols})
 
+# %% ../nbs/api/09_fcrag.ipynb #b374309c
 def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettings = AnswerSettings(),
                   prompts: Prompts | str | None = None,  # the answer template (a `Prompts` or its YAML file); None: the paper's
                  ) -> pd.DataFrame:
@@ -59,6 +60,7 @@ def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettin
     answers = _answer(llm, [answer_prompt(q.question, q.options, prompts) for q in questions], settings, "answers")
     return _rows("no retrieval", questions, answers)
 
+# %% ../nbs/api/09_fcrag.ipynb #9e86b55d
 def medrag_answers(questions: Sequence[Question], llm: LM, retriever: Retriever, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
     """MedRAG's standard RAG (Xiong et al. 2024): the question alone as the query, the top `k` snippets, MedRAG's
     step-by-step JSON prompt (`medrag_prompt`), its `answer_choice` read strictly (`unparsed` otherwise)."""
@@ -77,7 +79,22 @@ def unsupported_knowledge(sentences: pd.DataFrame,  # sentence rows of one answe
         for d, t, x in zip(r.evidence_ids, r.evidence_titles, r.evidence_texts): docs.setdefault(d, passage_text(t, x))
     return list(docs), list(docs.values())
 
-# %% ../nbs/api/09_fcrag.ipynb #5fd3c658
+# %% ../nbs/api/09_fcrag.ipynb #640b3130
+def _reanswer(failing: list[tuple[int, int]], res, questions: Sequence[Question], answers: list[str], knowledge_ids: list[list[str]],
+              stop: dict, llm: LM, settings: AnswerSettings, templates: Prompts, rnd: int) -> list[int]:
+    """Re-answer each failing `(answer in res, question)` with its unsupported sentences' documents, in one call; updates
+    `answers`, `knowledge_ids` and `stop` and returns the questions whose answer changed (next round's checks)."""
+    prompts = []
+    for j, i in failing:
+        knowledge_ids[i], docs = unsupported_knowledge(res.sentences[res.sentences.answer == j])
+        prompts.append(fcrag_prompt(questions[i].question, questions[i].options, docs, templates))
+    todo = []
+    for (_, i), a in zip(failing, _answer(llm, prompts, settings, f"FC-RAG round {rnd + 1}")):
+        if a == answers[i] and settings.temperature == 0: stop[i] = "repeat"  # the same answer: every later round would repeat it
+        else: answers[i] = a; todo.append(i)
+    return todo
+
+# %% ../nbs/api/09_fcrag.ipynb #86404cb7
 def fc_rag(questions: Sequence[Question],  # the questions to answer
            llm: LM,  # answers
            retriever: Retriever,  # the fact-checker's corpus index
@@ -103,14 +120,7 @@ def fc_rag(questions: Sequence[Question],  # the questions to answer
         stop.update({i: "passed" for j, i in enumerate(todo) if res.answers.passed[j]})
         if rnd == settings.max_rounds: stop.update({i: "cap" for _, i in failing})
         if rnd == settings.max_rounds or not failing: break
-        prompts = []
-        for j, i in failing:
-            knowledge_ids[i], docs = unsupported_knowledge(res.sentences[res.sentences.answer == j])
-            prompts.append(fcrag_prompt(questions[i].question, questions[i].options, docs, templates))
-        todo = []
-        for (_, i), a in zip(failing, _answer(llm, prompts, settings, f"FC-RAG round {rnd + 1}")):
-            if a == answers[i] and settings.temperature == 0: stop[i] = "repeat"  # the same answer: every later round would repeat it
-            else: answers[i] = a; todo.append(i)
+        todo = _reanswer(failing, res, questions, answers, knowledge_ids, stop, llm, settings, templates, rnd)
         if not todo: break
     rows = pd.concat(frames, ignore_index=True)
     rows["final"] = rows.groupby("q")["round"].transform("max") == rows["round"]

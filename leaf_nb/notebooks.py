@@ -16,7 +16,7 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['cell_flags', 'runs', 'output_problems', 'record_path', 'execute_notebook']
 
-# %% ../nbs/api/15_notebooks.ipynb #babe54ee
+# %% ../nbs/api/15_notebooks.ipynb #4986d590
 def cell_flags(source: str,  # a code cell's source
               ) -> set[str]:
     "The nbdev directives at the top of a cell, as words: `{'hide', 'slow'}`, `{'eval: false'}`, …"
@@ -27,6 +27,7 @@ def cell_flags(source: str,  # a code cell's source
         out.add("eval: false" if re.fullmatch(r"eval:\s*false", word) else word)
     return out
 
+# %% ../nbs/api/15_notebooks.ipynb #31e0656d
 def runs(source: str,  # a code cell's source
          skip: tuple[str, ...] = ("gpu",),  # flags whose cells do not run here
         ) -> bool:
@@ -54,12 +55,13 @@ def output_problems(cells: list[dict],  # a notebook's cells (JSON)
                 if root and root in text: out.append(f"cell {i}: a machine path ({root}) in its output")
     return out
 
-# %% ../nbs/api/15_notebooks.ipynb #d57b2483
+# %% ../nbs/api/15_notebooks.ipynb #0937af10
 def record_path(notebook: str | Path) -> Path:
     "Where a notebook's record of model calls lives: `records/<stem>.jsonl` beside it."
     notebook = Path(notebook)
     return notebook.parent / "records" / f"{notebook.stem}.jsonl"
 
+# %% ../nbs/api/15_notebooks.ipynb #ab2bfae1
 @contextlib.contextmanager
 def _env(**values):
     saved = {k: os.environ.get(k) for k in values}
@@ -70,7 +72,35 @@ def _env(**values):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
-# %% ../nbs/api/15_notebooks.ipynb #0ab79214
+# %% ../nbs/api/15_notebooks.ipynb #1dab1cc7
+def _run_all(shell, path: Path, nb, record: bool, skip: tuple[str, ...]) -> None:
+    "Run the cells of `nb` that `runs`, in its folder on a fresh cache; a failed run leaves the old record as it was."
+    rec = record_path(path)
+    old = rec.read_bytes() if record and rec.exists() else None
+    if record: rec.unlink(missing_ok=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, _env(LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1",
+                                                        **({"LEAF_NB_RECORD": "1"} if record else {})), \
+             contextlib.chdir(path.parent):
+            shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != "code" or not runs(c.source, skip))
+    except BaseException:
+        if record:
+            rec.unlink(missing_ok=True)
+            if old is not None: rec.write_bytes(old)  # a failed run leaves the old record as it was
+        raise
+
+# %% ../nbs/api/15_notebooks.ipynb #a866d340
+def _keep_outputs(raw: dict, nb, skip: tuple[str, ...]) -> int:
+    "Each run cell's outputs into the notebook's JSON (a cell that did not run gets none); returns the cells run."
+    ran = 0
+    for cell, done in zip(raw["cells"], nb.cells):
+        if cell["cell_type"] != "code": continue
+        ran += runs(done.source, skip)
+        cell["outputs"] = [dict(o) for o in done.get("outputs", [])] if runs(done.source, skip) else []
+        cell["execution_count"] = None
+    return ran
+
+# %% ../nbs/api/15_notebooks.ipynb #41d43480
 def execute_notebook(path: str | Path,  # the notebook
                      save: bool = True,  # write the outputs into the file
                      record: bool = False,  # rewrite its record of model calls from this run
@@ -82,26 +112,9 @@ def execute_notebook(path: str | Path,  # the notebook
     path = Path(path).resolve()
     raw = json.loads(path.read_text(encoding="utf-8"))
     nb = read_nb(path)
-    rec = record_path(path)
-    old = rec.read_bytes() if record and rec.exists() else None
-    if record: rec.unlink(missing_ok=True)
     shell, start = CaptureShell(path, mpl_format="png"), time.time()
-    try:
-        with tempfile.TemporaryDirectory() as tmp, _env(LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1",
-                                                        **({"LEAF_NB_RECORD": "1"} if record else {})), \
-             contextlib.chdir(path.parent):
-            shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != "code" or not runs(c.source, skip))
-    except BaseException:
-        if record:
-            rec.unlink(missing_ok=True)
-            if old is not None: rec.write_bytes(old)  # a failed run leaves the old record as it was
-        raise
-    ran = 0
-    for cell, done in zip(raw["cells"], nb.cells):
-        if cell["cell_type"] != "code": continue
-        ran += runs(done.source, skip)
-        cell["outputs"] = [dict(o) for o in done.get("outputs", [])] if runs(done.source, skip) else []
-        cell["execution_count"] = None
+    _run_all(shell, path, nb, record, skip)
+    ran = _keep_outputs(raw, nb, skip)
     if save: path.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     roots = tuple(str(p) + "/" for p in (Path.home(), path.parents[len(path.parents) - 2]) if str(p) != "/")
     return {"seconds": round(time.time() - start, 1), "cells_run": ran, "problems": output_problems(raw["cells"], roots)}
