@@ -114,10 +114,17 @@ class Run:
 def profile(self: Run) -> str: return self.out.name
 
 # %% ../nbs/api/16_runs.ipynb #d8dfa5a7
+def _index_info(index) -> dict | None:
+    "What identifies a retriever (or each of {name: retriever}): kind, fingerprint, passages."
+    if index is None: return None
+    if isinstance(index, dict): return {name: _index_info(ix) for name, ix in index.items()}
+    return {"kind": index.kind, "fingerprint": index.fingerprint,
+            "passages": len(index.corpus) if getattr(index, "corpus", None) is not None else None}
+
 @patch
 def provenance(self: Run,
                models: dict[str, LM] | None = None,  # role -> model, e.g. {"answerer": ..., "rater": ...}
-               index: Any = None,  # the retriever
+               index: Any = None,  # the retriever, or {name: retriever}
                outputs: list[str] = (),  # the files this run wrote, relative to `out`
               ) -> dict:
     "What produced this run's outputs (see above)."
@@ -126,8 +133,7 @@ def provenance(self: Run,
             "models": {role: {"spec": m.model_id, "kind": m.kind, "identity": m.identity, "calls": m.calls,
                               "served_from_cache": m.requested - m.calls} for role, m in models.items()},
             "replayed_from_record": sum({id(m.cache): m.cache.replay_hits for m in models.values() if m.cache is not None}.values()),
-            "index": None if index is None else {"kind": index.kind, "fingerprint": index.fingerprint,
-                                                 "passages": len(index.corpus) if getattr(index, "corpus", None) is not None else None},
+            "index": _index_info(index),
             "outputs": list(outputs), "packages": _versions(), "git": _git(Path.cwd()), "started": self.started, "finished": _now()}
 
 # %% ../nbs/api/16_runs.ipynb #c40947a6
@@ -152,11 +158,16 @@ def start_run(notebook: str,  # the notebook's name, e.g. "table1_filtered_accur
     return Run(notebook, params, out)
 
 # %% ../nbs/api/16_runs.ipynb #8e0327de
+def _indexes(index) -> dict:
+    "None, one retriever or {name: retriever} as {name: retriever}."
+    if index is None: return {}
+    return dict(index) if isinstance(index, dict) else {"index": index}
+
 def banner(run: Run,  # from `start_run`
            models: dict[str, LM] | None = None,  # role -> model
-           index: Any = None,  # the retriever, if any
+           index: Any = None,  # the retriever, or {name: retriever} when a run searches several pools
           ):
-    "A Markdown note naming the profile, models and index behind the numbers below (and, on smoke, what they are not)."
+    "A Markdown note naming the profile, models and indexes behind the numbers below (and, on smoke, what they are not)."
     from IPython.display import Markdown
     models = models or {}
     seen, parts = {}, []
@@ -164,12 +175,12 @@ def banner(run: Run,  # from `start_run`
         if id(m) in seen: parts.append(f"{role}: the {seen[id(m)]}"); continue
         seen[id(m)] = role
         parts.append(f"{role}: `{m.model_id}`")
-    if index is not None:
-        n = len(index.corpus) if getattr(index, "corpus", None) is not None else "?"
-        parts.append(f"index: {index.kind} over {n:,} passages" if isinstance(n, int) else f"index: {index.kind}")
-    text = f"**Profile `{run.profile}`** — " + "; ".join(parts) + "."
+    for name, ix in _indexes(index).items():
+        n = len(ix.corpus) if getattr(ix, "corpus", None) is not None else None
+        parts.append(f"{name}: {ix.kind}" + (f" over {n:,} passages" if n is not None else ""))
+    text = f"**Profile `{run.profile}`** — " + ("; ".join(parts) or "no model") + "."
     if run.profile == "smoke":
-        text += (" *These are smoke numbers: a 135M model answering a handful of questions, so they show that every stage runs"
+        text += (" *These are smoke numbers: small fixtures and, where a model runs, a 135M one, so they show that every stage runs"
                  f" end to end, not what the paper found. The paper's setting:* `leaf-nb reproduce {run.notebook}.ipynb --profile h100"
                  f" -f {run.notebook}.paper.yaml`.")
     return Markdown(text)
