@@ -1,6 +1,8 @@
-"""Self-BioRAG: the threshold δ sets the retrieval rate (property tests and the real embedded critic), the weights
-decide which candidate wins, a run that dies half-way resumes from the cache without repeating a call, and Figure 4's
-baselines (the base model without retrieval and with only its top passage) and split by Self-BioRAG's prediction."""
+"""Self-BioRAG: the threshold δ sets the retrieval rate (property tests and the real embedded critic), the δ sweep read
+from a no-retrieval and a forced-retrieval run equals adaptive retrieval run at each δ, the weights decide which candidate
+wins, a run that dies half-way resumes from the cache without repeating a call, another answer template reaches every
+candidate and baseline, and Figure 4's baselines (the base model without retrieval and with only its top passage) and
+split by Self-BioRAG's prediction."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,9 +16,10 @@ from leaf_nb.data import Question, load_mirage
 from leaf_nb.llm import LM, LMError, embedded
 from leaf_nb.retrieve import BM25
 from leaf_nb.factcheck import question_context
+from leaf_nb.prompts import ANSWER_PROMPT, FCRAG_PROMPT, Prompts
 from leaf_nb.selfbiorag import (BASELINES, FULLY_SUPPORTED, NO_RETRIEVAL, RELEVANCE_TOKENS, RELEVANT, RETRIEVAL, RETRIEVAL_TOKENS,
                                 SUPPORT_TOKENS, BaselineSettings, PromptCritic, SelfBioRAGSettings, base_answers, decide,
-                                decision_split, retrieval_prob, select, self_biorag)
+                                decision_split, delta_sweep, retrieval_prob, select, self_biorag)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 probs = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40)
@@ -175,3 +178,67 @@ def test_decision_split_is_the_mean_per_prediction(cells):
             assert split.loc[label, "a"] == pytest.approx(100 * np.mean([c[1] for c in part]))
             assert split.loc[label, "b"] == pytest.approx(100 * np.mean([c[2] for c in part]))
         else: assert np.isnan(split.loc[label, "a"])
+
+
+class Doubtful(Scripted):
+    "Scripted, but how much it wants retrieval depends on the question's length (the QUESTION field), so δ separates the questions."
+    kind = "doubtful-selfbiorag-test"
+
+    def _label_logprobs(self, pairs):
+        pairs = list(pairs)
+        base = dict(super()._label_logprobs(pairs))
+        for i, (p, label) in enumerate(pairs):
+            if label in RETRIEVAL_TOKENS:
+                question = p[-1]["content"].split("QUESTION:\n", 1)[1].split("\n", 1)[0]
+                p_ret = (len(question) % 7 + 0.5) / 8  # 1/16 .. 13/16, by question
+                yield i, float(np.log(p_ret if label == RETRIEVAL else 1 - p_ret))
+            else: yield i, base[i]
+
+
+def test_delta_sweep_equals_adaptive_runs(tmp_path):
+    "The sweep's retrieval rate and accuracy at each δ are those of `self_biorag` run in adaptive mode at that δ."
+    stems = ["Which drug reverses opioid overdose?", "What is given first for an opioid overdose?", "Name the opioid antidote.",
+             "Which agent treats an opioid overdose in the emergency room?", "What reverses respiratory depression from opioids?",
+             "Which antagonist is used for opioid toxicity?"]
+    qs = [Question("medqa", f"q{i}", t, {"A": "Naloxone", "B": "Flumazenil"}, "A" if i % 2 else "B") for i, t in enumerate(stems)]
+    bm25, s = BM25(PASSAGES, progress=False), SelfBioRAGSettings(k=2, answer_term="sum")
+    critic = PromptCritic(Doubtful("d", cache=Cache(tmp_path / "c.sqlite"), progress=False))
+    runs = {m: self_biorag(qs, critic, bm25, replace(s, mode=m)).questions for m in ("never", "always")}
+    assert runs["never"].p_retrieve.nunique() > 2  # the questions differ in P([Retrieval])
+    deltas = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0]
+    sweep = delta_sweep(runs["never"], runs["always"], deltas).set_index("delta")
+    calls = critic.lm.calls
+    for d in deltas:
+        ad = self_biorag(qs, critic, bm25, replace(s, mode="adaptive", delta=d))
+        assert sweep.retrieval_rate[d] == pytest.approx(ad.retrieval_rate)
+        assert sweep.accuracy[d] == pytest.approx(ad.questions.correct.mean())
+    assert critic.lm.calls == calls  # adaptive retrieval asks for nothing the two runs did not
+    assert sweep.retrieval_rate.is_monotonic_decreasing and sweep.retrieval_rate[0.0] == 1.0 and sweep.retrieval_rate[1.0] == 0.0
+
+
+class Recorder(Scripted):
+    "Scripted, keeping the text of every generate request."
+    kind = "recorder-selfbiorag-test"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked = []
+
+    def _generate(self, reqs):
+        reqs = list(reqs)
+        self.asked += [r.prompt[-1]["content"] for r in reqs]
+        yield from super()._generate(reqs)
+
+
+def test_another_answer_template_reaches_every_candidate_and_baseline():
+    "A reworded answer and FC-RAG template is what the generator sees, with and without evidence; the default is the paper's."
+    bm25 = BM25(PASSAGES, progress=False)
+    mine = Prompts(answer="Reply as a pharmacist.\n" + ANSWER_PROMPT, fcrag="Reply as a pharmacist.\n" + FCRAG_PROMPT)
+    rec = Recorder("r", progress=False)
+    for mode in ("never", "always"):
+        self_biorag([Q], PromptCritic(rec, prompts=mine), bm25, SelfBioRAGSettings(mode=mode, k=2, answer_term="sum"))
+    base_answers([Q], rec, bm25, BaselineSettings(k=2, max_tokens=8), prompts=mine)
+    assert len(rec.asked) == 1 + 2 + 2 and all(t.startswith("Reply as a pharmacist.") for t in rec.asked)
+    plain = Recorder("r", progress=False)
+    self_biorag([Q], PromptCritic(plain), bm25, SelfBioRAGSettings(mode="always", k=2, answer_term="sum"))
+    assert not any("pharmacist" in t for t in plain.asked)

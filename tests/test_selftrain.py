@@ -1,7 +1,8 @@
 """Self-training on the real components: TRL's CPO trainer in SimPO mode on the embedded SmolLM2-135M (its loss
 checked against the LEAF paper's Eq. 3 computed by hand), a run killed with SIGKILL after its first checkpoint and
-resumed, one model per dataset, preference pairs and Table 4's tie rules under generated score tables, and the
-reward scorer's HTTP route against a stand-in server."""
+resumed, one model per dataset, preference pairs and Table 4's tie rules under generated score tables, the
+reward scorer's HTTP route against a stand-in server, and another prompt reaching the samples, the checker and the
+evaluation answers (and samples of another prompt refused, not mixed)."""
 import json
 import os
 import signal
@@ -27,9 +28,10 @@ from leaf_nb.factcheck import FactCheckSettings
 from leaf_nb.fcrag import AnswerSettings
 from leaf_nb.llm import LM, Transformers, embedded_dir, load_llm, user
 from leaf_nb.retrieve import BM25
+from leaf_nb.prompts import ANSWER_PROMPT, PAPER_PROMPTS, Prompts, answer_prompt
 from leaf_nb.selftrain import (PAPER_SIMPO, SMOKE_SFT, SMOKE_SIMPO, TIES, TRAIN_META, LeafChecker, RewardModelScorer,
-                               SampleSettings, preference_pairs, question_picks, rank_samples, ranking_table,
-                               self_train_datasets, simpo_loss, train_sft, train_simpo)
+                               SampleSettings, preference_pairs, question_picks, rank_samples, ranking_table, sample_answers,
+                               self_train, self_train_datasets, simpo_loss, train_sft, train_simpo)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -289,17 +291,22 @@ class _Parity(LM):
         for i, (p, label) in enumerate(pairs): yield i, -0.01 if (label == "[Supported]") == (len(self._statement(p)) % 2 == 0) else -5.0
 
 
-def test_each_dataset_trains_and_scores_its_own_model(tmp_path):
-    """The paper's Tables 3 and 5 train 'separately on each dataset': each model sees only its dataset's samples and
-    answers only its dataset's questions; the pooled variant is one model for all."""
+def _tiny(folder: Path) -> Path:
+    "A 2-layer, 64-wide model with the embedded model's tokenizer and chat template, random weights (seed 0)."
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     src = embedded_dir()
     cfg = AutoConfig.from_pretrained(src, local_files_only=True)
     cfg.update(dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16))
     torch.manual_seed(0)
-    tiny = tmp_path / "tiny"
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(tiny)
-    AutoTokenizer.from_pretrained(src, local_files_only=True).save_pretrained(tiny)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(src, local_files_only=True).save_pretrained(folder)
+    return folder
+
+
+def test_each_dataset_trains_and_scores_its_own_model(tmp_path):
+    """The paper's Tables 3 and 5 train 'separately on each dataset': each model sees only its dataset's samples and
+    answers only its dataset's questions; the pooled variant is one model for all."""
+    tiny = _tiny(tmp_path / "tiny")
     qs = [Question("medqa", f"m{i}", f"Medical question {i}?", {"A": "one", "B": "two", "C": "three"}, "A") for i in range(3)] + \
          [Question("bioasq", f"b{i}", f"Is fact {i} true?", {"A": "yes", "B": "no"}, "B") for i in range(3)]
     checker = LeafChecker(_Parity("parity", progress=False), BM25(DATA / "medcorpus.jsonl", progress=False),
@@ -317,3 +324,67 @@ def test_each_dataset_trains_and_scores_its_own_model(tmp_path):
     assert list(pooled.runs) == ["pooled"] and set(pooled.samples.dataset) == {"medqa", "bioasq"}
     with pytest.raises(ValueError, match="no training questions"):
         self_train_datasets(tiny, qs[:3], qs, checker, tmp_path / "work", **kw)
+
+
+MINE = Prompts(answer="Answer as a pharmacist would.\n" + ANSWER_PROMPT, query="Search the pharmacology shelf.\n" + PAPER_PROMPTS.query,
+               fact_check_label="Judge it as a pharmacist.\n" + PAPER_PROMPTS.fact_check_label)
+QS = [Question("medqa", f"m{i}", f"Medical question {i}?", {"A": "one", "B": "two", "C": "three"}, "A") for i in range(3)]
+
+
+class _Recorder(_Parity):
+    "The parity double, keeping the text of every request it gets (generate and label scoring alike)."
+    kind = "recorder-selftrain-test"
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked = []
+    def _generate(self, reqs):
+        reqs = list(reqs)
+        self.asked += [r.prompt[-1]["content"] for r in reqs]
+        for i, r in enumerate(reqs):
+            yield i, "It is option one.\nAnswer: A" if "STATEMENT:" not in r.prompt[-1]["content"] else f"```\n{self._statement(r.prompt)}\n```"
+    def _label_logprobs(self, pairs):
+        pairs = list(pairs)
+        self.asked += [p[-1]["content"] for p, _ in pairs]
+        yield from super()._label_logprobs(pairs)
+
+
+def test_another_answer_prompt_reaches_the_samples_and_is_not_mixed(tmp_path):
+    "Samples are drawn with the prompt given; a file of samples drawn with another prompt is refused, not extended."
+    rec = _Recorder("r", progress=False)
+    rows = sample_answers(QS, rec, SampleSettings(n=2), out=tmp_path / "s.jsonl", progress=False, prompts=MINE)
+    assert rec.asked and all(t.startswith("Answer as a pharmacist would.") for t in rec.asked)
+    assert rows.prompt.str.startswith("Answer as a pharmacist would.").all()
+    with pytest.raises(ValueError, match="another answer prompt"):
+        sample_answers(QS, rec, SampleSettings(n=2), out=tmp_path / "s.jsonl", progress=False)  # the paper's prompt, same file
+    plain = sample_answers(QS, rec, SampleSettings(n=2), progress=False)
+    assert plain.prompt.tolist() == [answer_prompt(q.question, q.options) for q in QS for _ in range(2)]
+
+
+def test_leaf_checker_uses_its_prompts():
+    "The checker's query and verdict templates are the ones it was given; without any, the paper's."
+    bm25 = BM25(DATA / "medcorpus.jsonl", progress=False)
+    quick = FactCheckSettings(n_searches=1, verdict="logprob")
+    answers, contexts = ["Naloxone reverses opioids. It is given first."], ["QUESTION: Which drug?"]
+    rec = _Recorder("r", progress=False)
+    LeafChecker(rec, bm25, settings=quick, prompts=MINE)(answers, contexts)
+    assert sum(t.startswith("Search the pharmacology shelf.") for t in rec.asked) == 2  # one query per sentence
+    assert sum(t.startswith("Judge it as a pharmacist.") for t in rec.asked) == 4  # two labels per sentence
+    plain = _Recorder("r", progress=False)
+    LeafChecker(plain, bm25, settings=quick)(answers, contexts)
+    assert len(plain.asked) == 6 and not any("pharmac" in t for t in plain.asked)
+
+
+def test_self_train_samples_and_evaluates_with_its_prompt(tmp_path):
+    "A self-training round samples and scores every model with the answer prompt given (the evaluation requests in the cache say so)."
+    import sqlite3
+    tiny, cache = _tiny(tmp_path / "tiny"), Cache(tmp_path / "c.sqlite")
+    checker = LeafChecker(_Parity("parity", progress=False), BM25(DATA / "medcorpus.jsonl", progress=False),
+                          settings=FactCheckSettings(n_searches=1, verdict="logprob"))
+    res = self_train(tiny, QS, QS, checker, tmp_path / "work", method="simpo", prompts=MINE, sampling=SampleSettings(n=3, max_tokens=12),
+                     settings=replace(SMOKE_SIMPO, max_steps=1, learning_rate=1e-3), answer=AnswerSettings(max_tokens=6), cache=cache,
+                     progress=False)
+    assert res.samples.prompt.str.startswith("Answer as a pharmacist would.").all()
+    reqs = [json.loads(r) for (r,) in sqlite3.connect(cache.path).execute("SELECT request FROM entries WHERE request IS NOT NULL")]
+    greedy = [r["prompt"][-1]["content"] for r in reqs if r["op"] == "generate" and r["params"]["temperature"] == 0]
+    assert len(greedy) == len(QS) * len(res.metrics[res.metrics.accuracy.notna()])  # every evaluated model answered every question
+    assert all(t.startswith("Answer as a pharmacist would.") for t in greedy)
