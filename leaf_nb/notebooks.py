@@ -112,6 +112,8 @@ def execute_notebook(path: str | Path,  # the notebook
     path = Path(path).resolve()
     raw = json.loads(path.read_text(encoding="utf-8"))
     nb = read_nb(path)
+    for c in nb.cells:
+        if c.cell_type == "code": c.outputs = []  # execnb keeps a cell's old outputs when it prints nothing now
     shell, start = CaptureShell(path, mpl_format="png"), time.time()
     _run_all(shell, path, nb, record, skip)
     ran = _keep_outputs(raw, nb, skip)

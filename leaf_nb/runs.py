@@ -114,6 +114,12 @@ class Run:
 def profile(self: Run) -> str: return self.out.name
 
 # %% ../nbs/api/16_runs.ipynb #d8dfa5a7
+def _model_info(m) -> dict:
+    "What identifies a model of a run (an `LM`, or anything with `model_id` and `identity`, such as a reward model) and its calls."
+    requested = getattr(m, "requested", None)
+    return {"name": m.model_id, "spec": getattr(m, "spec", None), "kind": getattr(m, "kind", type(m).__name__),
+            "identity": m.identity, "calls": m.calls, "served_from_cache": None if requested is None else requested - m.calls}
+
 def _index_info(index) -> dict | None:
     "What identifies a retriever (or each of {name: retriever}): kind, fingerprint, passages."
     if index is None: return None
@@ -130,9 +136,8 @@ def provenance(self: Run,
     "What produced this run's outputs (see above)."
     models = models or {}
     return {"notebook": self.notebook, "profile": self.profile, "parameters": self.parameters,
-            "models": {role: {"spec": m.model_id, "kind": m.kind, "identity": m.identity, "calls": m.calls,
-                              "served_from_cache": m.requested - m.calls} for role, m in models.items()},
-            "replayed_from_record": sum({id(m.cache): m.cache.replay_hits for m in models.values() if m.cache is not None}.values()),
+            "models": {role: _model_info(m) for role, m in models.items()},
+            "replayed_from_record": sum({id(m.cache): m.cache.replay_hits for m in models.values() if getattr(m, "cache", None) is not None}.values()),
             "index": _index_info(index),
             "outputs": list(outputs), "packages": _versions(), "git": _git(Path.cwd()), "started": self.started, "finished": _now()}
 
@@ -293,11 +298,12 @@ def check_parameters(notebook: Path,  # the paper notebook
 
 # %% ../nbs/api/16_runs.ipynb #c9c85ed1
 def _resolve(value, models: dict, where: str | None, source: str):
-    "A `@name[.field]` value looked up in the shared profile's `models`; any other value as it is."
+    "A `@name[.field]` value looked up in the shared profile's `models` and `data`; a list resolved item by item; any other value as it is."
+    if isinstance(value, list): return [_resolve(v, models, where, source) for v in value]
     if not (isinstance(value, str) and value.startswith("@")): return value
     name, _, part = value[1:].partition(".")
-    if where is None: raise ValueError(f"{source}: {value!r} names a model of a shared profile; give one with --profile (e.g. h100)")
-    if name not in models: raise ValueError(f"{source}: profile {where} has no model {name!r} (it has {', '.join(models) or 'none'})")
+    if where is None: raise ValueError(f"{source}: {value!r} names an entry of a shared profile; give one with --profile (e.g. h100)")
+    if name not in models: raise ValueError(f"{source}: profile {where} has no model or data entry {name!r} (it has {', '.join(models) or 'none'})")
     entry = models[name] if isinstance(models[name], dict) else {"spec": models[name]}
     key = part or "spec"
     if key not in entry: raise ValueError(f"{source}: model {name!r} in profile {where} has no {key!r} (it has {', '.join(entry)})")
@@ -310,7 +316,8 @@ def run_parameters(notebook: str | Path,  # the paper notebook
                    overrides: dict | None = None,  # name -> value, from -p
                   ) -> dict:
     """The checked parameters of one run: the shared profile's keys this notebook takes, then `files`, then `overrides`;
-    a value `"@name"` (or `"@name.tokenizer"`, `"@name.served"`) is the shared profile's entry for that model."""
+    a value `"@name"` (or `"@name.tokenizer"`, `"@name.served"`) is the shared profile's entry for that model, or for
+    that data set under its `data:` key."""
     import papermill as pm
     notebook = Path(notebook)
     declared = set(pm.inspect_notebook(str(notebook)))
@@ -318,8 +325,10 @@ def run_parameters(notebook: str | Path,  # the paper notebook
     if profile:
         path = shared_profile(profile)
         data = read_profile(path)
-        models, where = data.get("models") or {}, path.name
-        given.update({k: (v, f"profile {path.name}") for k, v in data.items() if k in declared and k not in ("profile", "models")})
+        clash = set(data.get("models") or {}) & set(data.get("data") or {})
+        if clash: raise ValueError(f"profile {path.name}: {sorted(clash)} named both under models and under data")
+        models, where = {**(data.get("data") or {}), **(data.get("models") or {})}, path.name
+        given.update({k: (v, f"profile {path.name}") for k, v in data.items() if k in declared and k not in ("profile", "models", "data")})
         if "profile" in declared: given["profile"] = (str(data.get("profile", path.stem)), f"profile {path.name}")
     for f in files: given.update({k: (v, f"profile {f}") for k, v in read_profile(f).items()})
     given.update({k: (v, "-p") for k, v in (overrides or {}).items()})

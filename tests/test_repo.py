@@ -35,5 +35,53 @@ def test_ci_runs_readme_commands_verbatim():
     assert ci.index(setup) < ci.index(test)
 
 
+NOTEBOOKS = ROOT / "nbs"
+
+
+def _code_cells(path):
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _outputs(cells):
+    return [o for c in cells for o in c.get("outputs", [])]
+
+
+def test_committed_notebooks_show_their_outputs():
+    "A reader on GitHub or in JupyterLab sees results: API notebooks keep their outputs, paper notebooks a table and a figure."
+    from leaf_nb.notebooks import output_problems
+    api = sorted((NOTEBOOKS / "api").glob("*.ipynb"))
+    papers = sorted((NOTEBOOKS / "papers").rglob("*.ipynb"))
+    assert api and papers
+    for nb in api:
+        cells = _code_cells(nb)
+        shown = [c for c in cells if c.get("outputs")]
+        assert len(shown) >= 3, f"{nb.name}: only {len(shown)} code cells with outputs"
+    for nb in papers:
+        outs = _outputs(_code_cells(nb))
+        html = ["".join(o.get("data", {}).get("text/html", "")) for o in outs]
+        assert any("<table" in h for h in html), f"{nb.name}: no table in its outputs"
+        assert any("image/png" in o.get("data", {}) for o in outs), f"{nb.name}: no figure in its outputs"
+    tutorial = _code_cells(NOTEBOOKS / "tutorial.ipynb")
+    missing = [i for i, c in enumerate(tutorial) if i > 0 and not c.get("outputs")]
+    assert not missing, f"tutorial.ipynb: code cells {missing} show nothing"
+    for nb in [*api, *papers, NOTEBOOKS / "tutorial.ipynb"]:
+        cells = json.loads(nb.read_text())["cells"]
+        problems = output_problems(cells, roots=(str(ROOT) + "/", str(Path.home()) + "/"))
+        assert not problems, f"{nb.name}: {problems[:3]}"
+
+
+def test_every_paper_parameter_is_explained():
+    "Each line of a paper notebook's parameters cell carries a comment saying what the value is."
+    for nb in sorted((NOTEBOOKS / "papers").rglob("*.ipynb")):
+        cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+        bare = [l for l in "".join(cell["source"]).splitlines() if "=" in l.split("#")[0] and "#" not in l]
+        assert not bare, f"{nb.name}: parameters without a comment: {bare}"
+
+
+def test_readme_starts_students_at_the_tutorial():
+    readme = (ROOT / "README.md").read_text()
+    assert "nbs/tutorial.ipynb" in readme.split("## ")[1] + readme.split("## ")[0], "the tutorial is linked before the first section"
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     (ROOT / "README.md").write_text(render_index())
