@@ -14,9 +14,9 @@ from scipy import stats
 from .prompts import UNPARSED
 
 # %% auto #0
-__all__ = ['correctness', 'filtered_accuracy', 'bootstrap_ci', 'wilcoxon', 'mcnemar', 'option_frequency', 'beside_paper']
+__all__ = ['correctness', 'filtered_accuracy', 'bootstrap_ci', 'mcnemar', 'wilcoxon', 'option_frequency', 'beside_paper']
 
-# %% ../nbs/api/08_evaluate.ipynb #55896441
+# %% ../nbs/api/08_evaluate.ipynb #cb3df5d1
 def correctness(predicted: Sequence[str],  # option letters from `parse_option` (or UNPARSED)
                 gold: Sequence[str],  # gold letters
                ) -> np.ndarray:
@@ -24,6 +24,7 @@ def correctness(predicted: Sequence[str],  # option letters from `parse_option` 
     if len(predicted) != len(gold): raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold answers")
     return np.array([float(p != UNPARSED and p == g) for p, g in zip(predicted, gold)])
 
+# %% ../nbs/api/08_evaluate.ipynb #d0d78096
 def filtered_accuracy(correct: Sequence[float],  # per-answer correctness
                       passed: Sequence[bool],  # per-answer LEAF pass (score == 1)
                      ) -> dict:
@@ -33,7 +34,7 @@ def filtered_accuracy(correct: Sequence[float],  # per-answer correctness
             "filtered_accuracy": float(c[p].mean()) if p.any() else float("nan"),
             "pass_rate": float(p.mean()) if len(p) else float("nan"), "n": int(len(c)), "n_passed": int(p.sum())}
 
-# %% ../nbs/api/08_evaluate.ipynb #0cdff49b
+# %% ../nbs/api/08_evaluate.ipynb #d25ae207
 def bootstrap_ci(values: Sequence[float],  # per-question values (e.g. correctness)
                  statistic: Callable = np.mean,
                  n_boot: int = 2000,  # resamples
@@ -48,14 +49,7 @@ def bootstrap_ci(values: Sequence[float],  # per-question values (e.g. correctne
                         random_state=np.random.default_rng(seed))
     return float(statistic(x)), float(r.confidence_interval.low), float(r.confidence_interval.high)
 
-def wilcoxon(a: Sequence[float], b: Sequence[float]) -> dict:
-    "Wilcoxon signed-rank test on paired per-question values (e.g. scores of two systems); ties split."
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if len(a) != len(b): raise ValueError("paired test needs equal lengths")
-    if np.all(a == b): return {"statistic": float("nan"), "p_value": 1.0, "n": int(len(a))}
-    r = stats.wilcoxon(a, b, zero_method="zsplit")
-    return {"statistic": float(r.statistic), "p_value": float(r.pvalue), "n": int(len(a))}
-
+# %% ../nbs/api/08_evaluate.ipynb #68e62b02
 def mcnemar(correct_a: Sequence[float], correct_b: Sequence[float]) -> dict:
     "Exact McNemar test for paired accuracies: a binomial test on the discordant questions."
     a, b = np.asarray(correct_a, bool), np.asarray(correct_b, bool)
@@ -63,6 +57,15 @@ def mcnemar(correct_a: Sequence[float], correct_b: Sequence[float]) -> dict:
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     p = stats.binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
     return {"only_a": only_a, "only_b": only_b, "p_value": float(p)}
+
+# %% ../nbs/api/08_evaluate.ipynb #453ef64c
+def wilcoxon(a: Sequence[float], b: Sequence[float]) -> dict:
+    "Wilcoxon signed-rank test on paired per-question values (e.g. scores of two systems); ties split."
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) != len(b): raise ValueError("paired test needs equal lengths")
+    if np.all(a == b): return {"statistic": float("nan"), "p_value": 1.0, "n": int(len(a))}
+    r = stats.wilcoxon(a, b, zero_method="zsplit")
+    return {"statistic": float(r.statistic), "p_value": float(r.pvalue), "n": int(len(a))}
 
 # %% ../nbs/api/08_evaluate.ipynb #58a7bd5b
 def option_frequency(samples: pd.DataFrame,  # one row per sampled answer: qid, option, score, gold

@@ -25,7 +25,7 @@ def strip_markdown(line:str, # one line of markdown
     line = _ITALIC.sub(lambda m: m.group(1) or m.group(2), line)
     return " ".join(line.split())
 
-# %% ../nbs/api/03_text.ipynb #758dd68a
+# %% ../nbs/api/03_text.ipynb #abf0c895
 @lru_cache(maxsize=64)
 def _segmenter(language:str, # ISO 639-1 code pysbd knows, e.g. "en"
                thread:int,   # `threading.get_ident()` of the caller
@@ -33,6 +33,7 @@ def _segmenter(language:str, # ISO 639-1 code pysbd knows, e.g. "en"
     "The caller's thread's `pysbd.Segmenter`: built once, and not shared, as `segment` keeps its text on the instance"
     return pysbd.Segmenter(language=language, clean=False)
 
+# %% ../nbs/api/03_text.ipynb #a673a1e8
 _MAY_SPLIT = re.compile(r"[.!?…)][\"'”’)\]]*\s")  # pysbd can only cut after one of these
 _NO_SPLIT_AFTER = re.compile(r"(?i)(?:^|[\s(\[])(?:e\.g|i\.e|vs|approx|ca|cf|viz|dr|drs|prof|mr|mrs|fig|figs)\.$")
 _MISSED_END = re.compile(r"(?:(?i:\b(?:q\.d|b\.i\.d|t\.i\.d|q\.i\.d|q\.h\.s|q\.o\.d|p\.r\.n|p\.o))|\d ?(?:ms|L))\.(\s+)(?=[A-Z][a-z])")
@@ -44,6 +45,7 @@ def _cut_missed_ends(s:str) -> list[str]:
     for m in _MISSED_END.finditer(s): parts, start = parts + [s[start:m.start(1)]], m.end(1)
     return parts + [s[start:]]
 
+# %% ../nbs/api/03_text.ipynb #a094cb18
 @lru_cache(maxsize=2**14)
 def _split_block(text:str,     # one block of plain text, whitespace collapsed
                  language:str, # pysbd language code
@@ -58,7 +60,7 @@ def _split_block(text:str,     # one block of plain text, whitespace collapsed
         else: merged.append(s)
     return tuple(p for s in merged for p in _cut_missed_ends(s))
 
-# %% ../nbs/api/03_text.ipynb #2f71e2b9
+# %% ../nbs/api/03_text.ipynb #cb1dd5c0
 _FENCE = re.compile(r"`{3,}|~{3,}")
 _RULE = re.compile(r"([-*_])(?:\s*\1){2,}")
 _HEADING = re.compile(r"#{1,6}(?:\s+(.*?))?(?:\s+#+)?\s*$")
@@ -67,6 +69,7 @@ _ITEM = re.compile(r"(?:[-*+•◦▪‣–]|\d{1,3}[.)])(?:\s+|$)")
 _LABEL = re.compile(r"(\*\*|__)([^*_\n]{1,60}?)(?::\s*\1|\1\s*:)\s*")
 _ENDS_SENTENCE = tuple(".!?:;")
 
+# %% ../nbs/api/03_text.ipynb #8e0c045b
 def _blocks(answer:str, # the LLM's answer, as markdown
            ) -> list[str]:
     "Plain-text blocks of `answer`: one per heading, list item and paragraph line; code fences and rules left out"
