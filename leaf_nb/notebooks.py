@@ -73,13 +73,21 @@ def _env(**values):
             else: os.environ[k] = v
 
 # %% ../nbs/api/15_notebooks.ipynb #1dab1cc7
+def _kept_folders() -> dict:
+    """The folders a fresh cache must not move: the converted embedded model and colbert's compiled extensions, which
+    live beside the default cache (a temporary cache would convert the model and compile the extensions again)."""
+    from leaf_nb.cache import default_cache_path
+    from leaf_nb.colbert import extensions_dir
+    return {"LEAF_NB_MODELS": os.environ.get("LEAF_NB_MODELS") or str(default_cache_path().parent / "models"),
+            "TORCH_EXTENSIONS_DIR": str(extensions_dir())}
+
 def _run_all(shell, path: Path, nb, record: bool, skip: tuple[str, ...]) -> None:
     "Run the cells of `nb` that `runs`, in its folder on a fresh cache; a failed run leaves the old record as it was."
     rec = record_path(path)
     old = rec.read_bytes() if record and rec.exists() else None
     if record: rec.unlink(missing_ok=True)
     try:
-        with tempfile.TemporaryDirectory() as tmp, _env(LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1",
+        with tempfile.TemporaryDirectory() as tmp, _env(**_kept_folders(), LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1",
                                                         **({"LEAF_NB_RECORD": "1"} if record else {})), \
              contextlib.chdir(path.parent):
             shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != "code" or not runs(c.source, skip))
