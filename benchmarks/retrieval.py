@@ -5,11 +5,16 @@ BM25 and dense indexes over synthetic corpora of 10k, 100k and 1M passages.
     python benchmarks/retrieval.py --sizes 10000 --retrievers bm25   # a quick look
 
 Each corpus is generated on the fly and streamed to a JSONL file (never held in memory): 100-200 words
-per passage, drawn with Zipfian frequencies from a medical-ish vocabulary, with English function words
-mixed in. Each build runs `leaf_nb.retrieve.build_index` (the path `leaf-nb index` takes) in its own
+per passage (MedRAG's snippets and chunks run to about 200 words), 40 % of them English function words, the rest
+content words from a medical-sounding vocabulary with the term statistics of real text: Zipf-Mandelbrot
+frequencies (p(r) ~ 1/(r + 20)^1.07, so the commonest content word is about 0.5 % of all words and occurs in about
+half the passages, as "patients" does in PubMed) over a vocabulary that grows with the corpus as Heaps' law says
+(40·sqrt(words): 150,000 words for 100k passages, 980,000 for 4M). `zipf_offset=0, vocab_size=50_000` gives the
+earlier, harsher corpora, whose commonest word is in every passage. Each build runs `leaf_nb.retrieve.build_index` (the path `leaf-nb index` takes) in its own
 subprocess, which reports its wall time and peak RSS; a second subprocess loads the saved index and
-answers the queries in one batched `search` (no cache). Queries are 3-6 words taken from a random
-passage, so each has a known source passage; hit@10 is reported as a sanity check. For dense indexes
+answers the queries in one batched `search` (no cache). A query is 6-12 consecutive words of a random passage,
+function words included, like a claim or a search an LLM writes; each has a known source passage, so hit@10 is a
+sanity check. For dense indexes
 throughput is reported with query encoding (what `search` costs) and without (FAISS alone).
 The result is a markdown table on stdout (progress on stderr).
 """
@@ -64,17 +69,23 @@ def vocabulary(size: int, seed: int = 0) -> list[str]:
     rng.shuffle(tail)
     return head + tail
 
-def zipf_p(n: int, s: float = 1.07) -> np.ndarray:
-    p = 1.0 / np.arange(1, n + 1) ** s
+def zipf_p(n: int, s: float = 1.07, offset: float = 0.0) -> np.ndarray:
+    "Zipf-Mandelbrot probabilities p(r) ~ 1/(r + offset)^s, r = 1..n."
+    p = 1.0 / (np.arange(1, n + 1) + offset) ** s
     return p / p.sum()
 
-def generate(path: Path, n: int, n_queries: int, vocab_size: int = 50_000, seed: int = 0) -> list[dict]:
-    "Write `n` passages to `path` (streamed in chunks) and return queries drawn from random passages."
+def heaps_vocab(n_passages: int, words_per_passage: float = 150) -> int:
+    "Vocabulary size for a corpus of `n_passages` by Heaps' law, V = 40·sqrt(words), at least 5,000."
+    return max(5_000, int(40 * (n_passages * words_per_passage) ** 0.5))
+
+def generate(path: Path, n: int, n_queries: int, vocab_size: int | None = None, seed: int = 0,
+             zipf_offset: float = 20.0, query_words: tuple[int, int] = (6, 12)) -> list[dict]:
+    """Write `n` passages to `path` (streamed in chunks) and return `n_queries` queries, each `query_words` consecutive
+    words of a different random passage (its `relevant` passage). `vocab_size` None: `heaps_vocab(n)`."""
     rng = np.random.default_rng(seed)
-    vocab = np.array(vocabulary(vocab_size, seed))
+    vocab = np.array(vocabulary(vocab_size or heaps_vocab(n), seed))
     stop = np.array(STOPWORDS)
-    p_vocab, p_stop = zipf_p(len(vocab)), zipf_p(len(stop), 1.0)
-    stop_set = set(STOPWORDS)
+    p_vocab, p_stop = zipf_p(len(vocab), offset=zipf_offset), zipf_p(len(stop), 1.0)
     wanted = set(rng.choice(n, size=min(n_queries, n), replace=False).tolist())
     queries, chunk = [], 10_000
     with open(path, "w") as f:
@@ -102,9 +113,9 @@ def generate(path: Path, n: int, n_queries: int, vocab_size: int = 50_000, seed:
                 title = " ".join(titles[j]).capitalize()
                 lines.append(json.dumps({"id": doc_id, "title": title, "content": " ".join(sentences)}))
                 if start + j in wanted:
-                    distinct = list(dict.fromkeys(x for x in w if x not in stop_set))
-                    q = rng.choice(distinct, size=min(len(distinct), int(rng.integers(3, 7))), replace=False)
-                    queries.append({"query": " ".join(q), "relevant": doc_id})
+                    size = int(rng.integers(query_words[0], query_words[1] + 1))
+                    at = int(rng.integers(0, len(w) - size + 1))
+                    queries.append({"query": " ".join(w[at:at + size]), "relevant": doc_id})
             f.write("\n".join(lines) + "\n")
     rng.shuffle(queries)
     return queries

@@ -105,18 +105,25 @@ def serve_cmd(args) -> int:
 # %% ../nbs/api/10_cli.ipynb #a645fb16
 @subcommand("index", "Build a retrieval index over a corpus in the MedRAG JSONL schema (a file or a folder of chunk files).",
             arg("corpus", help="JSONL file or folder of them: one {id, title, content[, contents]} object per line"),
-            arg("--retriever", default="bm25", help="bm25 | dense | colbert | an RRF preset such as RRF-2"),
+            arg("--retriever", default="bm25", help="bm25 | tantivy (BM25 in a small, compressed index) | dense | colbert | an RRF preset such as RRF-2"),
+            arg("--faiss", default="auto", choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
+                help="FAISS index of a dense retriever (alone or in an RRF preset): auto = flat while its vectors "
+                     "(passages x dim x 4 bytes) fit in half the available memory, else ivfpq (compressed)"),
             arg("--encoder", default=None, help="sentence-transformers folder for dense (default: the embedded all-MiniLM-L6-v2)"),
             arg("--checkpoint", default=None, help="ColBERT checkpoint folder (colbert; e.g. a downloaded colbertv2.0)"),
             arg("--out", required=True, help="index folder to write"),
             arg("--skip-bad", action="store_true", help="skip and count malformed corpus lines instead of stopping"),
             arg("--overwrite", action="store_true", help="replace an index already in --out"))
 def index_cmd(args) -> int:
-    from leaf_nb.retrieve import build_index
+    from leaf_nb.retrieve import build_index, retriever_options
     extra = {"checkpoint": args.checkpoint} if args.checkpoint else {}
+    if "index" in retriever_options(args.retriever): extra["index"] = args.faiss
+    elif args.faiss != "auto": raise ValueError(f"--faiss chooses the FAISS index of a dense retriever; {args.retriever} has none")
     r = build_index(args.corpus, args.retriever, out=args.out, encoder=args.encoder, skip_bad=args.skip_bad,
                     overwrite=args.overwrite, **extra)
-    print(f"indexed {len(r.corpus)} passages ({args.retriever}) into {args.out}")
+    dense = [m for m in getattr(r, "members", [r]) if m.kind == "dense"]
+    faiss = f", FAISS {dense[0].settings['index']}" if dense else ""
+    print(f"indexed {len(r.corpus)} passages ({args.retriever}{faiss}) into {args.out}")
     return 0
 
 @subcommand("search", "Search a saved index.",

