@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 # %% auto #0
 __all__ = ['MIRAGE_DATASETS', 'CLAIM_LABELS', 'COFCED', 'BenchmarkError', 'Question', 'load_mirage', 'CofCEDFields', 'Report',
-           'Claim', 'parse_claim', 'load_claims', 'report_corpus']
+           'Claim', 'parse_claim', 'load_claims', 'report_corpus', 'load_medqa_jsonl', 'load_questions']
 
 # %% ../nbs/api/07_data.ipynb #524490f0
 MIRAGE_DATASETS = ("medqa", "medmcqa", "pubmedqa", "bioasq", "mmlu")
@@ -231,3 +231,33 @@ def report_corpus(claims: Sequence[Claim],  # claims whose reports make up the p
                         "event_id": c.event_id, "evidence": any(r.evidence)})
     if empty: warnings.warn(f"report_corpus: left out {empty} empty report(s)", stacklevel=2)
     return out
+
+# %% ../nbs/api/07_data.ipynb #c1b62b70
+def load_medqa_jsonl(path: str | Path,  # MedQA-USMLE's JSONL, e.g. questions/US/test.jsonl of the MedQA release
+                     dataset: str = "medqa",  # the dataset name the questions get
+                     prefix: str | None = None,  # ids are `<prefix>-<line number>` counting from 0; None: the file's stem ('test', 'train', 'dev')
+                    ) -> list[Question]:
+    """The questions of a MedQA-USMLE JSONL file (one object per line with `question`, `options` and the gold letter
+    `answer_idx`; other keys such as `answer` and `meta_info` are kept in `extra`), checked line by line."""
+    path = Path(path).expanduser()
+    prefix = prefix or path.stem
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip(): continue
+        try: rec = json.loads(line)
+        except json.JSONDecodeError as e: raise BenchmarkError(f"{path}:{n + 1}: not valid JSON ({e})") from e
+        missing = [k for k in ("question", "options", "answer_idx") if k not in rec]
+        if missing: raise BenchmarkError(f"{path}:{n + 1}: missing {', '.join(missing)} (MedQA-USMLE lines hold question, options, answer_idx)")
+        if not isinstance(rec["options"], dict) or rec["answer_idx"] not in rec["options"]:
+            raise BenchmarkError(f"{path}:{n + 1}: answer_idx {rec['answer_idx']!r} is not one of the options")
+        extra = {k: v for k, v in rec.items() if k not in ("question", "options", "answer_idx")}
+        out.append(Question(dataset, f"{prefix}-{n:05d}", rec["question"], dict(rec["options"]), rec["answer_idx"], extra))
+    return out
+
+# %% ../nbs/api/07_data.ipynb #ba4dcee9
+def load_questions(path: str | Path,  # a MIRAGE benchmark.json, or a MedQA-USMLE .jsonl file
+                   dataset: str,  # the MIRAGE dataset to read; for a .jsonl file, the name its questions get
+                  ) -> list[Question]:
+    "Questions from MIRAGE's `benchmark.json` or, for a `.jsonl` file, from MedQA-USMLE's own release (five options in its US set)."
+    return load_medqa_jsonl(path, dataset) if str(path).endswith(".jsonl") else load_mirage(path, dataset)
+

@@ -28,7 +28,7 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .cache import Cache, default_cache_path, folder_fingerprint, identity
-from .data import Question
+from .data import Question, load_medqa_jsonl, load_questions
 from .evaluate import correctness, wilcoxon
 from .factcheck import PAPER_LEAF, FactCheckResult, FactCheckSettings, fact_check, question_context
 from .fcrag import AnswerSettings, plain_answers
@@ -38,12 +38,11 @@ from .retrieve import Retriever
 
 # %% auto #0
 __all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIMPO', 'PRESETS', 'TRAIN_META', 'TIES',
-           'SampleSettings', 'sample_answers', 'load_medqa_jsonl', 'load_questions', 'select_questions', 'LeafChecker',
-           'check_samples', 'rank_samples', 'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model',
-           'build_test_reward_model', 'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult',
-           'default_selftrain_dir', 'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks',
-           'ranking_delta', 'ranking_table', 'SelfTrainResult', 'self_train', 'DatasetRuns', 'self_train_datasets',
-           'main']
+           'SampleSettings', 'sample_answers', 'select_questions', 'LeafChecker', 'check_samples', 'rank_samples',
+           'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model', 'build_test_reward_model',
+           'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult', 'default_selftrain_dir',
+           'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks', 'ranking_delta',
+           'ranking_table', 'SelfTrainResult', 'self_train', 'DatasetRuns', 'self_train_datasets', 'main']
 
 # %% ../nbs/api/11_selftrain.ipynb #91678cb9
 @dataclass(frozen=True)
@@ -121,36 +120,7 @@ def sample_answers(questions: Sequence[Question],  # the questions to answer
     df["correct"] = correctness(df.option.tolist(), df.gold.tolist()) if len(df) else []
     return df
 
-# %% ../nbs/api/11_selftrain.ipynb #9c4bfaff
-def load_medqa_jsonl(path: str | Path,  # MedQA-USMLE's JSONL, e.g. questions/US/test.jsonl of the MedQA release
-                     dataset: str = "medqa",  # the dataset name the questions get
-                     prefix: str | None = None,  # ids are `<prefix>-<line number>` counting from 0; None: the file's stem ('test', 'train', 'dev')
-                    ) -> list[Question]:
-    """The questions of a MedQA-USMLE JSONL file (one object per line with `question`, `options` and the gold letter
-    `answer_idx`; other keys such as `answer` and `meta_info` are kept in `extra`), checked line by line."""
-    path = Path(path).expanduser()
-    prefix = prefix or path.stem
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip(): continue
-        try: rec = json.loads(line)
-        except json.JSONDecodeError as e: raise ValueError(f"{path}:{n + 1}: not valid JSON ({e})") from e
-        missing = [k for k in ("question", "options", "answer_idx") if k not in rec]
-        if missing: raise ValueError(f"{path}:{n + 1}: missing {', '.join(missing)} (MedQA-USMLE lines hold question, options, answer_idx)")
-        if not isinstance(rec["options"], dict) or rec["answer_idx"] not in rec["options"]:
-            raise ValueError(f"{path}:{n + 1}: answer_idx {rec['answer_idx']!r} is not one of the options")
-        extra = {k: v for k, v in rec.items() if k not in ("question", "options", "answer_idx")}
-        out.append(Question(dataset, f"{prefix}-{n:05d}", rec["question"], dict(rec["options"]), rec["answer_idx"], extra))
-    return out
-
 # %% ../nbs/api/11_selftrain.ipynb #f8e10b63
-def load_questions(path: str | Path,  # a MIRAGE benchmark.json, or a MedQA-USMLE .jsonl file
-                   dataset: str,  # the MIRAGE dataset to read; for a .jsonl file, the name its questions get
-                  ) -> list[Question]:
-    "Questions from MIRAGE's `benchmark.json` or, for a `.jsonl` file, from MedQA-USMLE's own release (five options in its US set)."
-    from leaf_nb.data import load_mirage
-    return load_medqa_jsonl(path, dataset) if str(path).endswith(".jsonl") else load_mirage(path, dataset)
-
 def select_questions(benchmark: str | Path,  # MIRAGE benchmark.json, or a MedQA-USMLE .jsonl file (one dataset)
                      datasets: Sequence[str],  # datasets to take questions from
                      n: int = 0,  # per dataset, after `skip` and `exclude`; 0 = all
