@@ -73,6 +73,20 @@ def _env(**values):
             else: os.environ[k] = v
 
 # %% ../nbs/api/15_notebooks.ipynb #1dab1cc7
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' and datasets' own progress bars off for the run (they read HF_HUB_DISABLE_PROGRESS_BARS and
+    HF_DATASETS_DISABLE_PROGRESS_BARS only when first imported, so an imported one is switched off here)."""
+    import sys
+    tl, dl = sys.modules.get("transformers.utils.logging"), sys.modules.get("datasets.utils.tqdm")
+    was = (tl.is_progress_bar_enabled() if tl else None, dl.is_progress_bar_enabled() if dl else None)
+    if tl: tl.disable_progress_bar()
+    if dl: dl.disable_progress_bars()
+    try: yield
+    finally:
+        if tl and was[0]: tl.enable_progress_bar()
+        if dl and was[1]: dl.enable_progress_bars()
+
 def _kept_folders() -> dict:
     """The folders a fresh cache must not move: the converted embedded model and colbert's compiled extensions, which
     live beside the default cache (a temporary cache would convert the model and compile the extensions again)."""
@@ -87,9 +101,9 @@ def _run_all(shell, path: Path, nb, record: bool, skip: tuple[str, ...]) -> None
     old = rec.read_bytes() if record and rec.exists() else None
     if record: rec.unlink(missing_ok=True)
     try:
-        with tempfile.TemporaryDirectory() as tmp, _env(**_kept_folders(), LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1",
+        with tempfile.TemporaryDirectory() as tmp, _env(**_kept_folders(), LEAF_NB_CACHE=Path(tmp) / "cache.sqlite", TQDM_DISABLE="1", HF_HUB_DISABLE_PROGRESS_BARS="1", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
                                                         **({"LEAF_NB_RECORD": "1"} if record else {})), \
-             contextlib.chdir(path.parent):
+             contextlib.chdir(path.parent), _quiet_transformers():
             shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != "code" or not runs(c.source, skip))
     except BaseException:
         if record:
