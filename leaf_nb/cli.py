@@ -18,8 +18,7 @@ from .llm import LMError, LlamaCppServer, load_llm, user
 
 # %% auto #0
 __all__ = ['LLM_HELP', 'arg', 'subcommand', 'build_parser', 'main', 'cache_args', 'open_cache', 'generate_cmd', 'serve_cmd',
-           'index_cmd', 'search_cmd', 'check_cmd', 'read_profile', 'check_parameters', 'reproduce_cmd', 'record_path',
-           'record_cmd']
+           'index_cmd', 'search_cmd', 'check_cmd', 'reproduce_cmd', 'record_cmd', 'execute_cmd']
 
 # %% ../nbs/api/10_cli.ipynb #88973152
 _COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
@@ -161,7 +160,9 @@ def _say(text: str) -> None:
             arg("--rater", default=None, help="judges the sentences (default: --llm): " + LLM_HELP),
             arg("-k", type=int, default=3, help="documents per search (paper: 3)"),
             arg("--searches", type=int, default=None, help="searches per sentence, each looking for what the earlier ones missed (default: the paper profile's)"),
-            arg("--verdict", choices=["cot", "logprob"], default="cot", help="cot: reason then label (paper); logprob: label probability"),
+            arg("--verdict", choices=["cot", "logprob"], default=None,
+                help="cot: the rater reasons, then writes the label (the paper's; the default for real models); logprob: the label's "
+                     "probability (the default on the embedded model, which seldom finishes its reasoning with a label)"),
             arg("--no-context", action="store_true", help="do not show the question to the query writer and rater (ablation)"),
             arg("--rater-max-tokens", type=int, default=512),
             arg("--json", action="store_true", help='print {"score", "passed", "sentences": [...]}'),
@@ -176,6 +177,13 @@ def check_cmd(args) -> int:
     try: options = json.loads(args.options) if args.options else None
     except json.JSONDecodeError as e: raise ValueError(f"--options is not valid JSON ({e}); give an object such as '{{\"A\": \"Naloxone\"}}'") from e
     if options is not None and not isinstance(options, dict): raise ValueError("--options must be a JSON object such as {\"A\": \"...\"}")
+    tiny = "embedded" in (args.llm, args.rater or args.llm)
+    if args.verdict is None:
+        args.verdict = "logprob" if tiny else "cot"
+    if tiny:
+        _say("the embedded 135M model proves the pipeline, not medicine: its verdicts mean little, so they are read as the rater's "
+             "probability of [Supported] (--verdict cot for the paper's reasoning); point --llm and --rater at a real model, "
+             "e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen2-72B-Instruct")
     cache = open_cache(args)
     llm = load_llm(args.llm, cache=cache, progress=False)
     rater = load_llm(args.rater, cache=cache, progress=False) if args.rater else llm
@@ -203,104 +211,73 @@ def _parse_value(text: str):
     try: return json.loads(text)
     except json.JSONDecodeError: return text
 
-def read_profile(path: str | Path,  # a YAML profile such as a notebook's *.paper.yaml
-                ) -> dict:
-    "A profile's parameters; a file that is not a YAML mapping is an error naming the file (and line)."
-    import yaml
-    path = Path(path)
-    try: data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e: raise ValueError(f"profile {path}: not UTF-8 (byte {e.start})") from e
-    except yaml.YAMLError as e: raise ValueError(f"profile {path}: not valid YAML: {e}") from e
-    if data is None: return {}
-    if not isinstance(data, dict): raise ValueError(f"profile {path}: expected a mapping of parameter: value, got a {type(data).__name__}")
-    return data
+def _own_profile(nb: Path) -> list[Path]:
+    "The notebook's own paper profile, `<notebook>.paper.yaml`, when it has one."
+    p = nb.with_name(nb.stem + ".paper.yaml")
+    return [p] if p.exists() else []
 
-_TYPES = {int: (int,), float: (int, float), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}
-
-def _default_type(source: str) -> type | None:
-    "The type of a parameter's default as written in the notebook (papermill infers types only from annotations)."
-    import ast
-    try: return type(ast.literal_eval(source))
-    except (ValueError, SyntaxError): return None
-
-def check_parameters(notebook: Path,  # the paper notebook
-                     given: dict[str, tuple],  # name -> (value, where it came from: a profile file or "-p")
-                    ) -> dict:
-    "The parameters to pass, after checking each name exists in the notebook and each value has its default's type."
-    import difflib
-    import papermill as pm
-    declared = pm.inspect_notebook(str(notebook))
-    problems = []
-    for name, (value, source) in given.items():
-        if name not in declared:
-            near = difflib.get_close_matches(name, declared, n=1)
-            problems.append(f"{source}: {notebook.name} has no parameter {name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
-            continue
-        kind = _default_type(declared[name]["default"])
-        ok = _TYPES.get(kind)
-        if ok and not (isinstance(value, ok) and not (isinstance(value, bool) and bool not in ok)):
-            problems.append(f"{source}: parameter {name!r} takes a {kind.__name__} (default {declared[name]['default']}), got {value!r}")
-    if problems: raise ValueError("; ".join(problems) + f". {notebook.name} takes: {', '.join(declared)}")
-    return {name: value for name, (value, _) in given.items()}
-
-@subcommand("reproduce", "Run a paper notebook with papermill (smoke defaults, or a profile) and keep the executed copy beside its outputs.",
-            arg("notebook", help="e.g. nbs/papers/leaf/table2_fcrag.ipynb"),
+@subcommand("reproduce", "Run paper notebooks with papermill: on their smoke defaults, or with a shared profile and their paper profiles.",
+            arg("notebooks", nargs="*", help="paper notebooks, e.g. nbs/papers/leaf/table2_fcrag.ipynb (none with --all)"),
+            arg("--all", action="store_true", help="every paper notebook under nbs/papers, one after the other"),
+            arg("--profile", default=None, help="a shared profile (a name in profiles/, e.g. h100, or a YAML file); with it each "
+                "notebook also reads its own <notebook>.paper.yaml unless -f is given"),
+            arg("-f", "--parameters-file", action="append", default=[], help="a YAML profile of the notebook's own (repeatable)"),
             arg("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="override one parameter (JSON values parsed)"),
-            arg("-f", "--parameters-file", default=None, help="a YAML profile, e.g. the notebook's *.paper.yaml"),
+            arg("--dry-run", action="store_true", help="call no model: print the calls, tokens and time the run needs, and what the cache holds"),
+            arg("--tokens-per-s", type=float, default=1000.0, help="generated tokens per second the dry run's time estimate assumes"),
+            arg("--max-calls", type=int, default=None, help="stop cleanly after this many model calls; the same command continues"),
             arg("--kernel", default=None, help="Jupyter kernel name (default: the notebook's)"))
 def reproduce_cmd(args) -> int:
-    import papermill as pm
-    import yaml
-    nb = Path(args.notebook).resolve()
-    if not nb.exists(): raise FileNotFoundError(f"no notebook {args.notebook}")
-    given = {k: (v, f"profile {args.parameters_file}") for k, v in (read_profile(args.parameters_file) if args.parameters_file else {}).items()}
-    given.update({name: (_parse_value(value), "-p") for name, value in args.parameter})
-    params = check_parameters(nb, given)
-    defaults = {p["name"]: p["default"] for p in pm.inspect_notebook(str(nb)).values()}
-    out_dir = params.get("out_dir") or _parse_value(defaults.get("out_dir", '"."'))
-    out = (nb.parent / out_dir).resolve()  # relative paths in a paper notebook are relative to its folder
-    out.mkdir(parents=True, exist_ok=True)
-    executed = out / f"{nb.stem}.executed.ipynb"
-    pm.execute_notebook(str(nb), str(executed), parameters=params, cwd=str(nb.parent), kernel_name=args.kernel, progress_bar=False)
-    print(f"ran {nb.name} -> {executed}")
+    from leaf_nb.llm import BudgetReached
+    from leaf_nb.runs import paper_notebooks, reproduce, run_parameters
+    if args.all == bool(args.notebooks): raise ValueError("name the notebooks to run, or give --all (not both)")
+    nbs = paper_notebooks() if args.all else [Path(n).resolve() for n in args.notebooks]
+    for nb in nbs:
+        if not nb.exists(): raise FileNotFoundError(f"no notebook {nb}")
+    overrides = {name: _parse_value(value) for name, value in args.parameter}
+    for i, nb in enumerate(nbs, 1):
+        files = args.parameters_file or (_own_profile(nb) if args.profile else [])
+        params = run_parameters(nb, profile=args.profile, files=files, overrides=overrides)
+        _say(f"[{i}/{len(nbs)}] {nb.name}" + (f" (profile {args.profile})" if args.profile else " (smoke)") + (" dry run" if args.dry_run else ""))
+        try:
+            res = reproduce(nb, params, dry_run=args.dry_run, max_calls=args.max_calls, kernel=args.kernel, tokens_per_s=args.tokens_per_s)
+        except BudgetReached as e:
+            print(f"{nb.name}: stopped at the budget of {args.max_calls} model calls; every finished call is cached, "
+                  "so the same command continues from here", file=sys.stderr)
+            return 3
+        if args.dry_run:
+            costs = res["costs"]
+            print(f"{nb.name}: {int(costs.calls.sum())} model calls to make, {int(costs.cached.sum())} already cached, "
+                  f"about {costs.minutes.sum():.0f} min at {args.tokens_per_s:g} generated tokens/s")
+            if len(costs): print(costs.to_string(index=False))
+        else: print(f"ran {nb.name} -> {res['executed']}")
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #eaa70d11
-def record_path(notebook: str | Path) -> Path:
-    "Where a notebook's record of model calls lives: `records/<stem>.jsonl` beside it."
-    notebook = Path(notebook)
-    return notebook.parent / "records" / f"{notebook.stem}.jsonl"
-
-@subcommand("record", "Re-record the model calls a notebook's smoke run replays (records/<notebook>.jsonl beside it).",
-            arg("notebooks", nargs="+", help="notebooks to run, e.g. nbs/papers/leaf/table1_filtered_accuracy.ipynb"),
-            arg("--flags", default="slow", help="nbdev test flags to run with (default: slow, as CI does)"))
+@subcommand("record", "Re-record the model calls a notebook's smoke run replays (records/<notebook>.jsonl beside it), saving its outputs too.",
+            arg("notebooks", nargs="+", help="notebooks to run, e.g. nbs/papers/leaf/table1_filtered_accuracy.ipynb"))
 def record_cmd(args) -> int:
-    import os
-    import tempfile
-    try:
-        from nbdev.config import get_config
-        from nbdev.test import test_nb
-    except ImportError as e: raise ImportError("leaf-nb record runs notebooks with nbdev: pip install -e '.[dev]'") from e
-    skip = get_config().tst_flags.split()
+    from leaf_nb.notebooks import execute_notebook, record_path
     for name in args.notebooks:
         nb = Path(name).resolve()
         if not nb.is_file(): raise FileNotFoundError(f"no notebook {name}")
+        res = execute_notebook(nb, record=True)
         rec = record_path(nb)
-        old = rec.read_bytes() if rec.exists() else None
-        rec.unlink(missing_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {"LEAF_NB_RECORD": "1", "LEAF_NB_CACHE": str(Path(tmp) / "cache.sqlite")}
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try: ok, secs = test_nb(nb, skip_flags=skip, force_flags=args.flags.split())
-            finally:
-                for k, v in saved.items():
-                    if v is None: os.environ.pop(k, None)
-                    else: os.environ[k] = v
-        if not ok:
-            rec.unlink(missing_ok=True)
-            if old is not None: rec.write_bytes(old)  # a failed run leaves the old record as it was
-            raise ValueError(f"{nb.name} failed while recording; its record is unchanged")
         n = sum(1 for _ in open(rec, encoding="utf-8")) if rec.exists() else 0
-        _say(f"{nb.name}: {n} model calls recorded in {rec} ({secs:.0f} s)")
+        _say(f"{nb.name}: {n} model calls recorded in {rec} ({res['seconds']:.0f} s)")
+        for p in res["problems"]: _say(f"{nb.name}: fix before committing: {p}")
     return 0
+
+@subcommand("execute", "Run notebooks in place the way `nbdev_test --flags slow` does and save their outputs (model calls replayed).",
+            arg("notebooks", nargs="+", help="notebooks to run and save"))
+def execute_cmd(args) -> int:
+    from leaf_nb.notebooks import execute_notebook
+    bad = 0
+    for name in args.notebooks:
+        nb = Path(name).resolve()
+        if not nb.is_file(): raise FileNotFoundError(f"no notebook {name}")
+        res = execute_notebook(nb)
+        _say(f"{nb.name}: {res['cells_run']} cells run ({res['seconds']:.0f} s)")
+        for p in res["problems"]: _say(f"{nb.name}: fix before committing: {p}")
+        bad += bool(res["problems"])
+    return 1 if bad else 0

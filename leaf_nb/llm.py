@@ -336,7 +336,11 @@ def models(self: OpenAICompatible) -> list[dict]:
 
 @patch
 def _identify(self: OpenAICompatible) -> str:
-    served = self.models()
+    try: served = self.models()
+    except LMError:
+        if not os.environ.get("LEAF_NB_DRY_RUN"): raise
+        warnings.warn(f"dry run: {self.base_url} is not answering, so its calls are counted as not cached", stacklevel=4)
+        return f"{self.model_id}@not-reachable"  # matches no cache entry: a dry run counts every call as needed
     entry = next((m for m in served if m.get("id") == self.model_id), None)
     if entry is None:
         raise LMError(f"server {self.base_url} does not serve {self.model_id!r}; it serves {[m.get('id') for m in served]}")
@@ -738,10 +742,7 @@ def stop(self: LlamaCppServer) -> None:
         self.log.close(); Path(self.log.name).unlink(missing_ok=True); self.log = None
 
 # %% ../nbs/api/01_llm.ipynb #2dbf6861
-def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name[@identity]" or "vllm:/path/to/model"
-             **kwargs,  # passed to the backend (cache, batch_size, max_concurrency, ...)
-            ) -> LM:
-    "The backend a spec string names: one parameter for CLIs and papermill notebooks."
+def _backend(spec: str, **kwargs) -> LM:
     kind, _, rest = spec.partition(":")
     if spec == "embedded": return embedded(**kwargs)
     if kind == "hf" and rest: return Transformers(rest, **kwargs)
@@ -753,3 +754,11 @@ def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:
             raise ValueError(f"openai spec needs a URL and a model name: openai:URL#MODEL or openai:URL#MODEL@IDENTITY, got {spec!r}")
         return OpenAICompatible(url, model, **({"identity": ident} if ident else {}), **kwargs)
     raise ValueError(f"unknown LLM spec {spec!r}: use 'embedded', 'hf:PATH', 'openai:URL#MODEL' or 'vllm:PATH'")
+
+def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name[@identity]" or "vllm:/path/to/model"
+             **kwargs,  # passed to the backend (cache, batch_size, max_concurrency, ...)
+            ) -> LM:
+    "The backend a spec string names (kept as its `spec`): one parameter for CLIs and papermill notebooks."
+    lm = _backend(spec, **kwargs)
+    lm.spec = spec
+    return lm

@@ -645,6 +645,8 @@ def _train(method: str, model, data, settings: TrainSettings, output_dir, launch
     out = Path(output_dir).expanduser() if output_dir else default_selftrain_dir()
     final, run_dir = out / f"{method}-{fp[:12]}", out / f"run-{method}-{fp[:12]}"
     if (final / TRAIN_META).exists(): return TrainResult.read(final)
+    if os.environ.get("LEAF_NB_DRY_RUN"):  # a dry run counts model calls: it trains nothing and goes on with the base model
+        return TrainResult(base, method, fp, 0, len(recs), dropped, reused=True, log=[{"dry_run": "not trained"}])
     run_dir.mkdir(parents=True, exist_ok=True)
     if launcher:  # e.g. "accelerate launch --config_file configs/accelerate_fsdp_4gpu.yaml": same code, other processes
         (run_dir / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))

@@ -91,3 +91,40 @@ def test_check_json_and_html(tmp_path):
     assert all(s["verdict"] in ("supported", "not_supported") and len(s["evidence"]) == 1 for s in res["sentences"])
     assert 0.0 <= res["score"] <= 1.0 and res["passed"] == (res["score"] == 1.0)
     assert html.read_text().count("<details>") == 2
+
+
+TABLE1 = ROOT / "nbs" / "papers" / "leaf" / "table1_filtered_accuracy.ipynb"
+
+
+def test_reproduce_dry_run_counts_calls_without_calling(tmp_path):
+    "Without the record every call is still to make; with it (the smoke default) none is; no model runs either way."
+    common = ["reproduce", str(TABLE1), "-p", "cache", str(tmp_path / "c.sqlite"), "--dry-run", "--tokens-per-s", "50"]
+    bare = run(*common, "-p", "replay", "\"\"", timeout=600)
+    assert bare.returncode == 0, bare.stderr
+    n = int(bare.stdout.split(": ", 1)[1].split(" model calls to make")[0])
+    assert n > 10 and "answers" in bare.stdout and "verdicts" in bare.stdout
+    recorded = run(*common, timeout=600)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "table1_filtered_accuracy.ipynb: 0 model calls to make" in recorded.stdout
+    import sqlite3
+    ops = [json.loads(r)["op"] for (r,) in sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT request FROM entries")]
+    assert ops and set(ops) == {"search"}  # searches ran and were kept; no model answer was made up and cached
+
+
+def test_reproduce_stops_at_the_call_budget(tmp_path):
+    from leaf_nb.cache import Cache
+    out = run("reproduce", str(TABLE1), "-p", "replay", "\"\"", "-p", "cache", str(tmp_path / "c.sqlite"),
+              "-p", "out_dir", str(tmp_path / "out"), "--max-calls", "2", timeout=600)
+    assert out.returncode == 3, out.stderr
+    assert "stopped at the budget of 2 model calls" in out.stderr and "continues" in out.stderr
+    assert len(Cache(tmp_path / "c.sqlite")) == 2  # what finished before the budget is kept
+
+
+def test_reproduce_all_on_the_smoke_profile(tmp_path):
+    "Every paper notebook through papermill on its smoke defaults, each model call replayed, outputs kept apart."
+    from leaf_nb.runs import paper_notebooks
+    out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), timeout=1500)
+    assert out.returncode == 0, out.stderr[-3000:]
+    n = len(paper_notebooks())
+    assert f"[{n}/{n}]" in out.stderr and out.stdout.count("ran ") == n
+    assert len(list((tmp_path / "figures" / "smoke").glob("*.provenance.json"))) == n

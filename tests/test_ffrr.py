@@ -320,7 +320,7 @@ def test_a_corpus_given_as_a_notebook_parameter_is_the_pool_every_method_searche
     assert "corpus archive.jsonl" in pools and ",6," in pools
     prov = json.loads((out / "table2_verification.provenance.json").read_text())
     assert prov["parameters"]["corpus"].endswith("archive.jsonl") and prov["parameters"]["labels"] == {"rawfc": CUSTOM_LABELS}
-    assert prov["models"]["llm"]["spec"] == "scripted"
+    assert prov["models"]["llm"]["name"] == "scripted"
 
 
 @pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward"])

@@ -99,10 +99,10 @@ def test_two_profiles_keep_their_outputs_and_provenance(scripted, tmp_path, monk
         assert set(prov["models"]) == {"answerer", "LEAF rater and query writer", "Factcheck-GPT"}
         for m in prov["models"].values():
             if profile == "smoke":
-                assert (m["kind"], m["spec"], m["calls"]) == ("transformers", "SmolLM2-135M-Instruct-Q4_1", 0)
+                assert (m["kind"], m["name"], m["spec"], m["calls"]) == ("transformers", "SmolLM2-135M-Instruct-Q4_1", "embedded", 0)
                 assert m["identity"].startswith("sha256:") and m["served_from_cache"] > 0
             else:
-                assert (m["kind"], m["spec"], m["identity"]) == ("openai", "scripted", "scripted@scripted-v1") and m["calls"] > 0
+                assert (m["kind"], m["name"], m["identity"]) == ("openai", "scripted", "scripted@scripted-v1") and m["spec"].endswith("#scripted@scripted-v1") and m["calls"] > 0
         assert prov["parameters"]["llm"] == ("embedded" if profile == "smoke" else spec)
         assert prov["index"]["kind"] == "bm25" and prov["index"]["fingerprint"]
     smoke_prov = json.loads((out / "smoke" / "table1_filtered_accuracy.provenance.json").read_text())
