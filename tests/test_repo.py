@@ -74,8 +74,23 @@ def test_every_paper_parameter_is_explained():
     "Each line of a paper notebook's parameters cell carries a comment saying what the value is."
     for nb in sorted((NOTEBOOKS / "papers").rglob("*.ipynb")):
         cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-        bare = [l for l in "".join(cell["source"]).splitlines() if "=" in l.split("#")[0] and "#" not in l]
+        import ast
+        src = "".join(cell["source"])
+        lines = src.splitlines()
+        bare = [lines[n.lineno - 1] for n in ast.parse(src).body
+                if isinstance(n, ast.Assign) and not any("#" in lines[i] for i in range(n.lineno - 1, n.end_lineno))]
         assert not bare, f"{nb.name}: parameters without a comment: {bare}"
+
+
+def test_slow_pass_names_every_notebook_with_slow_cells():
+    "The README's second nbdev_test runs --flags slow over the notebooks its regular expression names: exactly those with slow cells."
+    from leaf_nb.notebooks import cell_flags
+    test = readme_commands()[1]
+    pattern = re.search(r"--file_re '([^']+)'", test)[1]
+    slow = {p.name for p in NOTEBOOKS.rglob("*.ipynb")
+            if any("slow" in cell_flags("".join(c["source"])) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")}
+    named = {p.name for p in NOTEBOOKS.rglob("*.ipynb") if re.search(pattern, p.name)}
+    assert named == slow, f"the slow pass runs {sorted(named)}, the notebooks with slow cells are {sorted(slow)}"
 
 
 def test_readme_starts_students_at_the_tutorial():
