@@ -15,12 +15,11 @@ to a CSV, with the command and the date: `benchmarks/results/factcheck_throughpu
         [--csv benchmarks/results/factcheck_throughput.csv]
 """
 import argparse
-import csv
-import datetime
-import shlex
 import sys
 import time
 from pathlib import Path
+
+from results_csv import append_rows  # benchmarks/results_csv.py (scripts run from the repository root)
 
 from leaf_nb.factcheck import FactCheckSettings, _knowledge, fact_check, question_context
 from leaf_nb.llm import LlamaCppServer, embedded, user
@@ -75,17 +74,6 @@ COLUMNS = ["date", "command", "backend", "answers", "sentences", "distinct_sente
            "sequential_sent_per_s", "batched_sent_per_s", "ratio", "same_verdicts", "note"]
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    "Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it."
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    command = shlex.join(["benchmarks/factcheck_throughput.py", *sys.argv[1:]])
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        if new: w.writeheader()
-        for r in rows: w.writerow({"date": datetime.date.today().isoformat(), "command": command, "note": "", **r})
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=["server", "local", "both"], default="both")
@@ -113,7 +101,7 @@ def main():
     for r in lines:
         print(f"| {r['backend']} | {r['sentences']} | {r['sequential_sent_per_s']:.2f} | {r['batched_sent_per_s']:.2f} "
               f"| {r['ratio']:.1f}x | {r['same_verdicts']}/{r['sentences']} |")
-    if args.csv: write_csv(args.csv, lines)
+    if args.csv: append_rows(args.csv, COLUMNS, lines, "benchmarks/factcheck_throughput.py")
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ sentences/s of each mode. With `--csv` the rows are also appended to a CSV, with
     .venv/bin/python benchmarks/verdict_agreement.py --csv benchmarks/results/verdict_agreement.csv
 """
 import argparse
-import csv
-import datetime
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
+
+from results_csv import append_rows  # benchmarks/results_csv.py (scripts run from the repository root)
 
 from leaf_nb.factcheck import FactCheckSettings, fact_check
 from leaf_nb.llm import embedded, load_llm
@@ -30,17 +29,6 @@ from leaf_nb.retrieve import BM25
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["date", "command", "rater", "writer", "statements", "searches", "rater_max_tokens", "verdict", "seconds", "right",
            "unparsed", "agreement", "note"]
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    "Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it."
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    command = shlex.join(["benchmarks/verdict_agreement.py", *sys.argv[1:]])
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        if new: w.writeheader()
-        for r in rows: w.writerow({"date": datetime.date.today().isoformat(), "command": command, "note": "", **r})
 
 
 def main():
@@ -82,7 +70,7 @@ def main():
                     "rater_max_tokens": args.rater_max_tokens, "verdict": mode, "seconds": round(t, 1), "right": right,
                     "unparsed": v.count(UNPARSED), "agreement": agree})
     print(f"\nagreement cot vs logprob: {agree}/{n}; logprob is {rows['cot'][0] / rows['logprob'][0]:.1f}x faster")
-    if args.csv: write_csv(args.csv, out)
+    if args.csv: append_rows(args.csv, COLUMNS, out, "benchmarks/verdict_agreement.py")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ def server():
 class ScriptedServer:
     """An OpenAI-compatible endpoint on loopback whose answers come from `script(request_json, number) -> action`:
     `("ok", text)`, `("sleep", seconds, text)`, `("malformed",)` (HTTP 200, broken JSON), `("no_choices",)`,
-    `("null_content",)`, `("close",)` (drop the connection) or `("status", code)`. It records every request body and the
+    `("null_content",)`, `("close",)` (drop the connection), `("status", code)` or `("logprob", token_text, logprob)` (a
+    one-token completion with its log-probability, as label scoring asks for). It records every request body and the
     most requests it held at once (overall and per `max_tokens` value, which tells the stages of a pipeline apart)."""
 
     def __init__(self, script, model="scripted", models_entry=None):
@@ -75,7 +76,11 @@ class ScriptedServer:
                 if kind == "status": return self._send(action[1], b'{"error": {"message": "scripted failure"}}')
                 if kind == "malformed": return self._send(200, b'{"id": "cmpl-1", "choices": [{"text": "unterminated')
                 chat = "messages" in body
-                if kind == "no_choices": choices = []
+                if kind == "logprob":
+                    text, lp = action[1], action[2]
+                    choices = [{"index": 0, "text": text, "finish_reason": "length",
+                                "logprobs": {"tokens": [text], "token_logprobs": [lp], "top_logprobs": [{text: lp}], "text_offset": [0]}}]
+                elif kind == "no_choices": choices = []
                 elif kind == "null_content":
                     choices = [{"index": 0, "finish_reason": "length",
                                 **({"message": {"role": "assistant", "content": None}} if chat else {"text": None})}]

@@ -18,6 +18,7 @@ from leaf_nb.data import CLAIM_LABELS, BenchmarkError, Claim, load_claims, repor
 from leaf_nb.ffrr import (PAPER_FFRR, FFRRTrainer, Policy, Step, Verifier, decompose, macro_prf, ordered_steps,
                           policy_rows, run_episodes, verify_prompt)
 from leaf_nb.llm import LM
+from conftest import ScriptedServer
 from leaf_nb.prompts import UNPARSED
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -216,52 +217,14 @@ def test_fixtures_are_well_formed():
 # ---------------------------------------------------------------------------------------------------------------------------
 # Adapting a paper notebook through its parameters (issue 17): another label set and another document pool, no code edits.
 
-class LogprobServer:
-    """An OpenAI-compatible /v1/completions endpoint on loopback for label scoring: it answers each request with the token
-    that `logit_bias` forces and a log-probability that depends on that token alone (the `favoured` label's tokens score 0,
-    every other token -3), so it never reads the prompt's wording. It keeps every prompt it was sent."""
-
-    def __init__(self, tokenizer, favoured: str):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        good = set(tokenizer(favoured, add_special_tokens=False)["input_ids"])
-        self.prompts, lock, owner = [], threading.Lock(), self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            def log_message(self, *a): pass
-
-            def _send(self, payload):
-                body = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                self._send({"object": "list", "data": [{"id": "scripted", "object": "model", "created": 0, "owned_by": "test"}]})
-
-            def do_POST(self):
-                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                with lock: owner.prompts.append(req.get("prompt", ""))
-                token = int(next(iter(req["logit_bias"])))
-                text, lp = tokenizer.decode([token]), 0.0 if token in good else -3.0
-                self._send({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "scripted",
-                            "choices": [{"index": 0, "text": text, "finish_reason": "length",
-                                         "logprobs": {"tokens": [text], "token_logprobs": [lp], "top_logprobs": [{text: lp}], "text_offset": [0]}}],
-                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def spec(self): return f"openai:http://127.0.0.1:{self.httpd.server_address[1]}/v1#scripted@test"
-
-    def __enter__(self): self.thread.start(); return self
-
-    def __exit__(self, *exc): self.httpd.shutdown(); self.httpd.server_close()
+def forced_token_script(tokenizer, favoured: str):
+    """A scripted server's answers for label scoring: the token that `logit_bias` forces, with a log-probability that
+    depends on that token alone (the `favoured` label's tokens score 0, every other token -3), never on the prompt's wording."""
+    good = set(tokenizer(favoured, add_special_tokens=False)["input_ids"])
+    def answer(body, number):
+        token = int(next(iter(body["logit_bias"])))
+        return ("logprob", tokenizer.decode([token]), 0.0 if token in good else -3.0)
+    return answer
 
 
 CUSTOM_LABELS = ["true", "half", "false", "unproven"]  # RAWFC's three and one the fixtures never use
@@ -287,15 +250,15 @@ def adapted_run(tmp_path_factory):
     corpus = tmp / "archive.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in CUSTOM_DOCS))
     nb = Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / "table2_verification.ipynb"
-    with LogprobServer(tok, favoured="unproven") as srv:
+    with ScriptedServer(forced_token_script(tok, "unproven"), model="scripted") as srv:
         pm.execute_notebook(str(nb), str(tmp / "out.ipynb"), cwd=str(nb.parent), progress_bar=False, kernel_name="python3",
-                            parameters={"llm": srv.spec, "llm_tokenizer": str(tmp / "tokenizer"), "datasets": ["rawfc"],
+                            parameters={"llm": f"openai:{srv.base_url}#scripted@test", "llm_tokenizer": str(tmp / "tokenizer"), "datasets": ["rawfc"],
                                         "labels": {"rawfc": CUSTOM_LABELS}, "corpus": str(corpus), "shots": 0,
                                         "methods": ["Direct prompting", "FFRR-frozen (d)", "FFRR (d)"], "n_test": 1, "candidates": 4,
                                         "replay": "", "cache": str(tmp / "cache.sqlite"), "out_dir": str(tmp / "figures")})
     out = tmp / "figures" / "smoke"
     rows = [json.loads(l) for l in (out / "table2_rows.jsonl").read_text().splitlines()]
-    return srv.prompts, rows, out
+    return [b.get("prompt", "") for b in srv.requests], rows, out
 
 
 def test_a_label_set_given_as_a_notebook_parameter_reaches_the_prompts_and_the_predictions(adapted_run):
