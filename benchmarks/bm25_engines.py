@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from results_csv import other_busy_cpus  # benchmarks/results_csv.py (scripts run from the repository root)
+
 HERE = Path(__file__).resolve().parent
 K1, B = 1.2, 0.75  # tantivy's fixed values; bm25s and Lucene are set to them
 
@@ -254,7 +256,8 @@ def main(argv=None):
         hits = {}
         for engine in a.engines:
             out, hfile = a.workdir / f"{engine}_{n}", a.workdir / f"hits_{engine}_{n}.json"
-            load_before = os.getloadavg()[0]  # timings are only valid on an idle machine (well under 0.5)
+            load_before = os.getloadavg()[0]
+            busy = other_busy_cpus()  # sampled while no stage runs: what else loads the machine (timings valid near 0)
             if engine == "lucene":
                 if not a.lucene_python: log("lucene: skipped (no --lucene-python)"); continue
                 log(f"lucene {n:,}: pre-tokenising ...")
@@ -270,11 +273,11 @@ def main(argv=None):
                 b = child(sys.executable, "leaf_build", a.timeout, engine=engine, corpus=corpus, out=out)
                 s = child(sys.executable, "leaf_search", a.timeout, engine=engine, queries=qfile, out=out, threads=a.threads, hits=hfile, warmup=a.warmup)
                 if engine == "bm25s" and a.profile:
-                    p = {**child(sys.executable, "profile", a.timeout, queries=qfile, out=out, warmup=a.warmup), "load_avg_1min": load_before}
+                    p = {**child(sys.executable, "profile", a.timeout, queries=qfile, out=out, warmup=a.warmup), "load_avg_1min": load_before, "other_busy_cpus": busy}
                     log(f"  profile {p}"); profiles.append(p)
                     if a.csv: write_csv(a.csv.with_name(a.csv.stem + "_profile.csv"), [p], PROFILE_COLUMNS)
             hits[engine] = json.loads(hfile.read_text())
-            b["load_avg_1min"] = load_before
+            b["load_avg_1min"], b["other_busy_cpus"] = load_before, busy
             rel = [json.loads(l)["relevant"] for l in qfile.read_text().splitlines()][a.warmup:]
             row = {"engine": engine, "passages": n, "threads": a.threads, **b, **s, "index_mb": disk_mb(out),
                    "hit_at_10": sum(r in h for r, h in zip(rel, hits[engine])) / len(rel)}
@@ -290,11 +293,11 @@ def main(argv=None):
 
 
 COLUMNS = ["engine", "passages", "threads", "build_s", "build_peak_gb", "build_anon_gb", "index_mb", "load_s", "qps", "search_peak_gb",
-           "hit_at_10", "overlap_at_10_vs_bm25s", "pretokenize_s", "load_avg_1min"]
+           "hit_at_10", "overlap_at_10_vs_bm25s", "pretokenize_s", "load_avg_1min", "other_busy_cpus"]
 
 
 PROFILE_COLUMNS = ["passages", "tokenize_ms", "score_ms", "topk_ms", "postings_per_query", "postings_share_of_passages",
-                   "qps_1_threads", "qps_2_threads", "load_avg_1min"]
+                   "qps_1_threads", "qps_2_threads", "load_avg_1min", "other_busy_cpus"]
 
 
 def write_csv(path: Path, rows: list[dict], columns: list[str] = COLUMNS) -> None:

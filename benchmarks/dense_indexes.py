@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from results_csv import other_busy_cpus  # benchmarks/results_csv.py (scripts run from the repository root)
+
 LATENT, CLUSTERS = 48, 2000
 
 
@@ -121,11 +123,11 @@ def main(argv=None):
     for kind in ["flat"] + [k for k in a.indexes if k != "flat"]:  # flat first: it writes the exact answers
         cmd = [sys.executable, str(Path(__file__).resolve()), "_child", "--index", kind, "--work", str(a.workdir), "--threads", str(a.threads),
                "--nprobe", *map(str, a.nprobe)]
-        load = os.getloadavg()[0]  # timings are only valid on an idle machine (well under 0.5)
+        load, busy = os.getloadavg()[0], other_busy_cpus()  # busy: sampled while no child runs (timings valid near 0)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
         if p.returncode != 0: raise RuntimeError(f"{kind} failed:\n{p.stderr[-3000:]}")
         for r in json.loads(p.stdout.strip().splitlines()[-1]):
-            rows.append({**r, "load_avg_1min": load})
+            rows.append({**r, "load_avg_1min": load, "other_busy_cpus": busy})
             print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     print("| index | vectors | build (s) | peak RSS (GB) | index (MB) | q/s | recall@10 vs flat | settings |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -135,7 +137,7 @@ def main(argv=None):
               f"| {r['qps']:,.0f} | {r['recall_at_10']:.3f} | {settings} |")
     if a.csv:
         cols = ["index", "passages", "dim", "threads", "build_s", "train_s", "peak_gb", "index_mb", "qps", "recall_at_10",
-                "ef_search", "nlist", "nprobe", "pq_m", "train_size", "load_avg_1min"]
+                "ef_search", "nlist", "nprobe", "pq_m", "train_size", "load_avg_1min", "other_busy_cpus"]
         new = not a.csv.exists()
         a.csv.parent.mkdir(parents=True, exist_ok=True)
         with open(a.csv, "a", newline="") as f:

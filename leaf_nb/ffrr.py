@@ -27,7 +27,7 @@ from .cache import Cache
 from .data import CLAIM_LABELS, Claim
 from .llm import LM, label_probs, user
 from .prompts import KNOWLEDGE_FIELD, UNPARSED, format_knowledge
-from .retrieve import Corpus, as_corpus, load_encoder
+from .retrieve import Corpus, as_corpus, encoder_identity, load_encoder
 
 # %% auto #0
 __all__ = ['LEVELS', 'OBJECTIVES', 'REWARDS', 'PAPER_FFRR', 'METHODS', 'VERIFY_PROMPT', 'DIRECT_PROMPT', 'NOTES_PROMPT',
@@ -1256,9 +1256,9 @@ def mark_table(table: pd.DataFrame,  # `score_table` output
 def _slug(name: str) -> str: return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 def _run_key(name: str, trained: dict, base: FFRRSettings, prompting: PromptingSettings, llm: LM, encoder, train, test) -> str:
-    "What makes a method's rows: its settings, the prompting budgets, the LLM, the encoder and both claim lists."
+    "What makes a method's rows: its settings, the prompting budgets, the LLM's identity (not its name: two fine-tunes in folders named `final` differ), the encoder's identity and both claim lists."
     return hashlib.sha256(json.dumps([name, (trained[name].training_key() if name in trained else asdict(base)), asdict(prompting),
-                                      llm.model_id, str(encoder), _claims_digest(train), _claims_digest(test)]).encode()).hexdigest()[:16]
+                                      llm.identity, encoder_identity(encoder), _claims_digest(train), _claims_digest(test)]).encode()).hexdigest()[:16]
 
 def _finished_rows(rows_path) -> dict:
     "run key -> the rows `rows_path` already holds under it."
