@@ -106,7 +106,7 @@ def serve_cmd(args) -> int:
 # %% ../nbs/api/10_cli.ipynb #6ce32ac3
 @subcommand("index", "Build a retrieval index over a corpus in the MedRAG JSONL schema (a file or a folder of chunk files).",
             arg("corpus", help="JSONL file or folder of them: one {id, title, content[, contents]} object per line"),
-            arg("--retriever", default="bm25", help="bm25 | tantivy (BM25 in a small, compressed index) | dense | colbert | an RRF preset such as RRF-2"),
+            arg("--retriever", default="bm25", help="bm25 | tantivy (BM25 in a small, compressed index) | lucene (BM25 by Lucene: the fastest at PubMed size; the [lucene] extra) | dense | colbert | an RRF preset such as RRF-2"),
             arg("--faiss", default="auto", choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
                 help="FAISS index of a dense retriever (alone or in an RRF preset): auto = flat while its vectors "
                      "(passages x dim x 4 bytes) fit in half the available memory, else ivfpq (compressed)"),

@@ -341,7 +341,7 @@ class Hit:
 
 # %% ../nbs/api/04_retrieve.ipynb #2c4c6dcf
 KINDS: dict[str, type] = {}  # retriever kind -> class; a subclass that sets `kind` registers itself
-PROVIDERS = {"colbert": "leaf_nb.colbert"}  # kinds defined in other modules, imported when an index of theirs is loaded
+PROVIDERS = {"colbert": "leaf_nb.colbert", "lucene": "leaf_nb.lucene"}  # kinds defined in other modules, imported when an index of theirs is loaded
 
 def index_fingerprint(kind: str,  # the retriever kind
                       corpus: Corpus | None,  # the indexed corpus (its fingerprint is used)
@@ -1110,7 +1110,7 @@ def retriever_options(retriever: str,  # a retriever kind or an RRF preset
 
 # %% ../nbs/api/04_retrieve.ipynb #3f2abe57
 def build_index(corpus: Corpus | str | Path | Iterable[dict],  # a JSONL file or folder, passage dicts, or a `Corpus`
-                retriever: str = "bm25",  # "bm25", "tantivy", "dense", "colbert", or an RRF preset such as "RRF-2"
+                retriever: str = "bm25",  # "bm25", "tantivy", "lucene", "dense", "colbert", or an RRF preset such as "RRF-2"
                 out: str | Path | None = None,  # save the index here (the corpus is written straight into out/corpus)
                 encoder: str | Path | None = None,  # encoder folder for dense (and colbert) members; None: the embedded one
                 cache: Cache | str | Path | None = None,  # cache for the returned retriever's searches

