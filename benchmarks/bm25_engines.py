@@ -248,6 +248,7 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true", help="also profile bm25s's search (one thread, per query)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per child process")
     ap.add_argument("--csv", type=Path, default=None, help="append the rows to this CSV")
+    ap.add_argument("--busy-sample-s", type=float, default=3.0, help="seconds spent measuring other load before each stage")
     a = ap.parse_args(argv)
     a.workdir.mkdir(parents=True, exist_ok=True)
     rows, profiles = [], []
@@ -257,7 +258,7 @@ def main(argv=None):
         for engine in a.engines:
             out, hfile = a.workdir / f"{engine}_{n}", a.workdir / f"hits_{engine}_{n}.json"
             load_before = os.getloadavg()[0]
-            busy = other_busy_cpus()  # sampled while no stage runs: what else loads the machine (timings valid near 0)
+            busy = other_busy_cpus(a.busy_sample_s)  # sampled while no stage runs: what else loads the machine (timings valid near 0)
             if engine == "lucene":
                 if not a.lucene_python: log("lucene: skipped (no --lucene-python)"); continue
                 log(f"lucene {n:,}: pre-tokenising ...")

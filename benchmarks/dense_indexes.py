@@ -108,6 +108,7 @@ def main(argv=None):
     ap.add_argument("--workdir", type=Path, required=True, help="the vectors go here (n x dim x 4 bytes)")
     ap.add_argument("--timeout", type=float, default=None)
     ap.add_argument("--csv", type=Path, default=None, help="append the rows to this CSV")
+    ap.add_argument("--busy-sample-s", type=float, default=3.0, help="seconds spent measuring other load before each index")
     a = ap.parse_args(argv)
     a.workdir.mkdir(parents=True, exist_ok=True)
     meta = a.workdir / "vectors.json"
@@ -123,7 +124,7 @@ def main(argv=None):
     for kind in ["flat"] + [k for k in a.indexes if k != "flat"]:  # flat first: it writes the exact answers
         cmd = [sys.executable, str(Path(__file__).resolve()), "_child", "--index", kind, "--work", str(a.workdir), "--threads", str(a.threads),
                "--nprobe", *map(str, a.nprobe)]
-        load, busy = os.getloadavg()[0], other_busy_cpus()  # busy: sampled while no child runs (timings valid near 0)
+        load, busy = os.getloadavg()[0], other_busy_cpus(a.busy_sample_s)  # busy: sampled while no child runs (timings valid near 0)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
         if p.returncode != 0: raise RuntimeError(f"{kind} failed:\n{p.stderr[-3000:]}")
         for r in json.loads(p.stdout.strip().splitlines()[-1]):

@@ -187,6 +187,13 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try: os.link(src, dst)
     except OSError: shutil.copy2(src, dst)
 
+def _link_index(src: Path, dst: Path) -> None:
+    "Make `dst` hold the files of the index folder `src` (hard links where it can), lock files left out; nothing if they are one folder."
+    if dst.exists() and dst.resolve() == src.resolve(): return
+    shutil.rmtree(dst, ignore_errors=True); dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.endswith(".lock"): _link_or_copy(f, dst / f.name)
+
 def _write_json(path: Path, obj: dict) -> None:
     "Write JSON atomically: readers see the old file or the new one, never half of one."
     tmp = path.with_name(path.name + ".tmp")
@@ -765,11 +772,7 @@ def _search(self: Tantivy, queries, k):
 # %% ../nbs/api/04_retrieve.ipynb #0ede7a01
 @patch
 def _save(self: Tantivy, folder):
-    dst = folder / "tantivy"
-    if not (dst.exists() and dst.resolve() == self.index_dir.resolve()):
-        shutil.rmtree(dst, ignore_errors=True); dst.mkdir(parents=True)
-        for f in self.index_dir.iterdir():
-            if f.is_file() and not f.name.endswith(".lock"): _link_or_copy(f, dst / f.name)
+    _link_index(self.index_dir, folder / "tantivy")
     return {"settings": self.settings, "n_threads": self.n_threads, "tantivy": importlib.metadata.version("tantivy")}
 
 @patch(cls_method=True)
