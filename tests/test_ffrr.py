@@ -15,8 +15,8 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from leaf_nb.cache import Cache
 from leaf_nb.data import CLAIM_LABELS, BenchmarkError, Claim, load_claims, report_corpus
-from leaf_nb.ffrr import (PAPER_FFRR, FFRRTrainer, Policy, Step, Verifier, decompose, macro_prf, ordered_steps,
-                          policy_rows, run_episodes, verify_prompt)
+from leaf_nb.evaluate import macro_prf
+from leaf_nb.ffrr import PAPER_FFRR, FFRRTrainer, Policy, Step, Verifier, decompose, ordered_steps, policy_rows, run_episodes, verify_prompt
 from leaf_nb.llm import LM
 from conftest import ScriptedServer
 from leaf_nb.prompts import UNPARSED
@@ -176,14 +176,15 @@ def test_unparsed_questions_are_recorded_and_searched_with_the_claim(tmp_path):
 
 @hsettings(max_examples=60, deadline=None)
 @given(st.data())
-def test_macro_prf_matches_scikit_learn(data):
+def test_macro_prf_matches_scikit_learn_with_the_papers_f1(data):
     labels = data.draw(st.sampled_from([CLAIM_LABELS["rawfc"], CLAIM_LABELS["liar-raw"]]))
     n = data.draw(st.integers(1, 30))
     gold = data.draw(st.lists(st.sampled_from(labels), min_size=n, max_size=n))
     pred = data.draw(st.lists(st.sampled_from(list(labels) + [UNPARSED]), min_size=n, max_size=n))
     mine = macro_prf(gold, pred, labels)
-    ref = precision_recall_fscore_support(gold, pred, labels=list(labels), average="macro", zero_division=0)
-    assert np.allclose([mine["precision"], mine["recall"], mine["f1"]], ref[:3], atol=1e-12)
+    P, R, F, _ = precision_recall_fscore_support(gold, pred, labels=list(labels), average="macro", zero_division=0)
+    paper_f1 = 2 * P * R / (P + R) if P + R else 0.0  # FFRR §6.1.1: F1 = 2RP/(R+P) of the macro P and R
+    assert np.allclose([mine["precision"], mine["recall"], mine["f1"], mine["mean_class_f1"]], [P, R, paper_f1, F], atol=1e-12)
 
 
 def test_loaders_name_the_file_and_the_field(tmp_path):
@@ -313,3 +314,4 @@ def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
     images = sum("image/png" in o.get("data", {}) for o in outs)
     assert tables >= 1 and images >= (2 if name.startswith("api/") else 1), (tables, images)
     assert output_problems(cells) == []
+
