@@ -315,3 +315,24 @@ def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
     assert tables >= 1 and images >= (2 if name.startswith("api/") else 1), (tables, images)
     assert output_problems(cells) == []
 
+
+def _committed(name):
+    "A committed FFRR paper notebook's code sources and the HTML tables of its outputs."
+    cells = json.loads((Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / f"{name}.ipynb").read_text())["cells"]
+    code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return code, ["".join(o.get("data", {}).get("text/html", "")) for c in cells for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+
+
+@pytest.mark.parametrize("name, statement, quote", [
+    ("fig4_effect_of_k", "best K in {3, 4}", "the best option for guiding the LLM-based verification would be just using the top 3-4 documents"),
+    ("fig4_effect_of_k", "F1 rises with K up to 3", "the increase of K improves the performance consistently when K ≤ 3"),
+    ("fig5_final_reward", "r_g only lower than with r_g", "if we only use the final reward for tuning, the performance is unsatisfactory")])
+def test_the_figure_notebooks_quote_section_6_3_and_claim_nothing_per_curve_it_does_not_say(name, statement, quote):
+    # §6.3 says of Figure 4 as a whole that F1 improves "consistently when K ≤ 3" and that "3-4 documents" seem best, and of
+    # Figure 5 that r_g alone is "unsatisfactory": no level or dataset named. The per-curve checks are ours, with no "paper" column.
+    code, tables = _committed(name)
+    assert quote in code
+    mine = [t for t in tables if f"<th>{statement}</th>" in t]
+    assert mine and not any("<th>paper</th>" in t for t in mine)
+    assert any(quote in t for t in tables)  # shown in full beside the run's counts
+
