@@ -287,7 +287,7 @@ def test_a_corpus_given_as_a_notebook_parameter_is_the_pool_every_method_searche
     assert prov["models"]["llm"]["name"] == "scripted"
 
 
-@pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward"])
+@pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps"])
 def test_ffrr_paper_profiles_take_models_and_folders_from_the_shared_profile(name):
     from leaf_nb.runs import read_profile, run_parameters
     folder = Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr"
@@ -304,7 +304,7 @@ def test_ffrr_paper_profiles_take_models_and_folders_from_the_shared_profile(nam
 
 
 @pytest.mark.parametrize("name", ["api/12_ffrr", "papers/ffrr/table1_datasets", "papers/ffrr/table2_verification",
-                                  "papers/ffrr/fig4_effect_of_k", "papers/ffrr/fig5_final_reward"])
+                                  "papers/ffrr/fig4_effect_of_k", "papers/ffrr/fig5_final_reward", "papers/ffrr/validation_sweeps"])
 def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
     "Executed outputs: a table and a figure in each (12_ffrr: the ε-greedy choices and the ranks before/after training), no stderr."
     from leaf_nb.notebooks import output_problems
@@ -336,3 +336,13 @@ def test_the_figure_notebooks_quote_section_6_3_and_claim_nothing_per_curve_it_d
     assert mine and not any("<th>paper</th>" in t for t in mine)
     assert any(quote in t for t in tables)  # shown in full beside the run's counts
 
+
+def test_the_validation_sweeps_profile_holds_the_papers_grid_and_choices():
+    # §6.1.2: shots tuned within {1,2,4,6,8} and set to 2; ε examined from 0 to 1, 0.1 chosen; K adjusted within [1,8], fixed at 3.
+    from leaf_nb.ffrr import PAPER_FFRR
+    from leaf_nb.runs import read_profile
+    own = read_profile(Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / "validation_sweeps.paper.yaml")
+    assert (own["base_shots"], own["base_epsilon"], own["base_k"]) == (PAPER_FFRR.shots, PAPER_FFRR.epsilon, PAPER_FFRR.k) == (2, 0.1, 3)
+    assert own["ks"] == list(range(1, 9)) and min(own["epsilons"]) == 0 and max(own["epsilons"]) == 1 and set(own["shots"]) <= {1, 2, 4, 6, 8}
+    code, tables = _committed("validation_sweeps")
+    assert any("paper&#x27;s choice" in t or "paper's choice" in t for t in tables)
