@@ -11,12 +11,13 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from fastcore.basics import patch
 
@@ -27,8 +28,8 @@ from .prompts import Prompts, as_prompts
 
 # %% auto #0
 __all__ = ['PACKAGES', 'REPO', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run', 'start_run', 'banner', 'bars',
-           'read_profile', 'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'reproduce',
-           'paper_notebooks']
+           'read_profile', 'expand_env', 'shared_profile', 'check_parameters', 'run_parameters', 'cost_table',
+           'reproduce', 'paper_notebooks']
 
 # %% ../nbs/api/16_runs.ipynb #58923ece
 @dataclass
@@ -257,6 +258,26 @@ def read_profile(path: str | Path,  # a YAML profile
     if not isinstance(data, dict): raise ValueError(f"profile {path}: expected a mapping of parameter: value, got a {type(data).__name__}")
     return data
 
+# %% ../nbs/api/16_runs.ipynb #0712086a
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+def expand_env(value,  # a profile value: a string, or a list or mapping holding strings
+               where: str,  # the profile file, named in the error
+               key: str,  # the key the value sits under (e.g. `index`, `models.qwen2_72b.tokenizer`), named in the error
+               env: Mapping[str, str] | None = None,  # the variables; default: `os.environ`
+              ):
+    "`value` with every `${NAME}` in its strings replaced by the environment variable NAME; an unset or empty one is an error."
+    env = os.environ if env is None else env
+    if isinstance(value, list): return [expand_env(v, where, f"{key}[{i}]", env) for i, v in enumerate(value)]
+    if isinstance(value, dict): return {k: expand_env(v, where, f"{key}.{k}", env) for k, v in value.items()}
+    if not isinstance(value, str): return value
+    def one(m):
+        if not env.get(m.group(1)):
+            raise ValueError(f"profile {where}: key {key!r} uses ${{{m.group(1)}}}, which is not set in the environment "
+                             f"(or is empty): export {m.group(1)}=... before the run")
+        return env[m.group(1)]
+    return _VAR.sub(one, value)
+
 # %% ../nbs/api/16_runs.ipynb #9938b1b8
 def shared_profile(name: str,  # a file, or the name of one in `profiles/` (e.g. "h100")
                   ) -> Path:
@@ -297,9 +318,10 @@ def check_parameters(notebook: Path,  # the paper notebook
     return {name: value for name, (value, _) in given.items()}
 
 # %% ../nbs/api/16_runs.ipynb #c9c85ed1
-def _resolve(value, models: dict, where: str | None, source: str):
-    "A `@name[.field]` value looked up in the shared profile's `models` and `data`; a list resolved item by item; any other value as it is."
-    if isinstance(value, list): return [_resolve(v, models, where, source) for v in value]
+def _resolve(value, models: dict, where: str | None, source: str, sections: dict | None = None):
+    """A `@name[.field]` value looked up in the shared profile's `models` and `data` (`sections`: name -> which of the two,
+    for the `${NAME}` errors), its `${NAME}`s expanded; a list resolved item by item; any other value as it is."""
+    if isinstance(value, list): return [_resolve(v, models, where, source, sections) for v in value]
     if not (isinstance(value, str) and value.startswith("@")): return value
     name, _, part = value[1:].partition(".")
     if where is None: raise ValueError(f"{source}: {value!r} names an entry of a shared profile; give one with --profile (e.g. h100)")
@@ -307,7 +329,8 @@ def _resolve(value, models: dict, where: str | None, source: str):
     entry = models[name] if isinstance(models[name], dict) else {"spec": models[name]}
     key = part or "spec"
     if key not in entry: raise ValueError(f"{source}: model {name!r} in profile {where} has no {key!r} (it has {', '.join(entry)})")
-    return entry[key]
+    section = (sections or {}).get(name, "models")
+    return expand_env(entry[key], where, f"{section}.{name}" + (f".{key}" if isinstance(models[name], dict) else ""))
 
 # %% ../nbs/api/16_runs.ipynb #222a1ee9
 def run_parameters(notebook: str | Path,  # the paper notebook
@@ -317,22 +340,23 @@ def run_parameters(notebook: str | Path,  # the paper notebook
                   ) -> dict:
     """The checked parameters of one run: the shared profile's keys this notebook takes, then `files`, then `overrides`;
     a value `"@name"` (or `"@name.tokenizer"`, `"@name.served"`) is the shared profile's entry for that model, or for
-    that data set under its `data:` key."""
+    that data set under its `data:` key; `${NAME}` in the values taken is the environment variable NAME."""
     import papermill as pm
     notebook = Path(notebook)
     declared = set(pm.inspect_notebook(str(notebook)))
-    given, models, where = {}, {}, None
+    given, models, where, sections = {}, {}, None, None  # given: name -> (value, where it came from, the file to expand it for)
     if profile:
         path = shared_profile(profile)
         data = read_profile(path)
         clash = set(data.get("models") or {}) & set(data.get("data") or {})
         if clash: raise ValueError(f"profile {path.name}: {sorted(clash)} named both under models and under data")
         models, where = {**(data.get("data") or {}), **(data.get("models") or {})}, path.name
-        given.update({k: (v, f"profile {path.name}") for k, v in data.items() if k in declared and k not in ("profile", "models", "data")})
-        if "profile" in declared: given["profile"] = (str(data.get("profile", path.stem)), f"profile {path.name}")
-    for f in files: given.update({k: (v, f"profile {f}") for k, v in read_profile(f).items()})
-    given.update({k: (v, "-p") for k, v in (overrides or {}).items()})
-    given = {k: (_resolve(v, models, where, source), source) for k, (v, source) in given.items()}
+        sections = {name: section for section in ("data", "models") for name in (data.get(section) or {})}
+        given.update({k: (v, f"profile {path.name}", path.name) for k, v in data.items() if k in declared and k not in ("profile", "models", "data")})
+        if "profile" in declared: given["profile"] = (str(data.get("profile", path.stem)), f"profile {path.name}", path.name)
+    for f in files: given.update({k: (v, f"profile {f}", str(f)) for k, v in read_profile(f).items()})
+    given.update({k: (v, "-p", None) for k, v in (overrides or {}).items()})  # the shell has expanded these already
+    given = {k: (_resolve(expand_env(v, w, k) if w else v, models, where, source, sections), source) for k, (v, source, w) in given.items()}
     return check_parameters(notebook, given)
 
 # %% ../nbs/api/16_runs.ipynb #098c2aaf
