@@ -484,7 +484,8 @@ class Check:
     ok: bool = False
     detail: str = ""  # what was found
     fix: str = ""  # for a ✘: the one command, or the data/README.md section, that puts it right
-    offline: bool = True  # checked without a server; a dry run (which calls no model) needs only these
+    offline: bool = True  # checked without asking a server (a file, a folder, a package)
+    dry_run: bool = True  # a dry run stops without it too: all but a server that does not answer and an API key
     needed_by: list = field(default_factory=list)  # (notebook, parameter) pairs
 
 # %% ../nbs/api/16_runs.ipynb #849de6bf
@@ -616,8 +617,8 @@ def _served(url: str, timeout: float) -> list[str]:
     with urllib.request.urlopen(req, timeout=timeout) as r: body = json.loads(r.read().decode("utf-8"))
     return [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
 
-def _check_server(spec: str, timeout: float) -> tuple[bool, str, str]:
-    "(answers with the model named, what it said, the fix) for an `openai:URL#NAME` or `pooling:URL#NAME` spec."
+def _check_server(spec: str, timeout: float) -> tuple[bool, str, str, bool]:
+    "(answers with the model named, what it said, the fix, whether it answered at all) for an `openai:URL#NAME` or `pooling:URL#NAME` spec."
     import urllib.error, urllib.parse
     kind, _, rest = spec.partition(":")
     url, _, name = rest.partition("#")
@@ -626,12 +627,14 @@ def _check_server(spec: str, timeout: float) -> tuple[bool, str, str]:
     port = urllib.parse.urlsplit(url).port or ""
     start = f"start it: vllm serve {name} --port {port}" if port else f"start the server at {url}"
     try: served = _served(url, timeout)
-    except urllib.error.HTTPError as e: return False, f"GET {url}/models answered HTTP {e.code}", ("the key was refused: check OPENAI_API_KEY" if e.code in (401, 403) else start)
+    except urllib.error.HTTPError as e: return False, f"GET {url}/models answered HTTP {e.code}", ("the key was refused: check OPENAI_API_KEY" if e.code in (401, 403) else start), True
     except (OSError, ValueError) as e:
         why = getattr(e, "reason", None) or e
-        return False, f"no answer from GET {url}/models within {timeout:g} s ({type(why).__name__}: {why})", start
-    if name in served: return True, f"{url} serves {name}", ""
-    return False, f"{url} serves {served}, not {name!r}", f"{start} there, or name one of {served} in the profile"
+        if isinstance(why, ConnectionRefusedError): return False, "nothing listens there (connection refused)", start, False
+        if isinstance(why, TimeoutError): return False, f"no answer within {timeout:g} s", start, False
+        return False, f"GET {url}/models failed ({type(why).__name__}: {why})", start, False
+    if name in served: return True, "answers, and serves it", "", True
+    return False, f"it serves {served}, not {name!r}", f"{start} there, or name one of {served} in the profile", True
 
 # %% ../nbs/api/16_runs.ipynb #c852896c
 def check_one(kind: str,  # what to check: one of `CHECK_KINDS`
@@ -648,10 +651,11 @@ def check_one(kind: str,  # what to check: one of `CHECK_KINDS`
         if "https:" in target.split("#")[0]:
             key = _api_key()
             out.append(Check("API key", f"OPENAI_API_KEY for {target.partition(':')[2].split('#')[0]}", bool(key), "set (not shown)" if key else "neither OPENAI_API_KEY nor LEAF_NB_API_KEY is set",
-                             "" if key else "export OPENAI_API_KEY=... (leaf-nb sends it to the server and never prints or caches it)", offline=False))
+                             "" if key else "export OPENAI_API_KEY=... (leaf-nb sends it to the server and never prints or caches it)",
+                             offline=False, dry_run=False))
             if not key: return out
-        ok, detail, fix = _check_server(target, timeout)
-        return out + [Check("server", target, ok, detail, fix, offline=False)]
+        ok, detail, fix, answered = _check_server(target, timeout)  # a dry run counts a silent server's calls as not cached; a wrong one stops it
+        return out + [Check("server", target, ok, detail, fix, offline=False, dry_run=answered)]
     if kind == "embedded model":
         try:
             from leaf_nb.llm import embedded_gguf
@@ -671,6 +675,7 @@ def check_one(kind: str,  # what to check: one of `CHECK_KINDS`
     ok, detail = _check_path(kind, p if p.is_absolute() else folder / p)
     return [Check(kind, target, ok, detail, "" if ok else _path_fix(kind, target, detail, fixes))]
 
+# %% ../nbs/api/16_runs.ipynb #65b3098d
 def _path_fix(kind: str, target: str, detail: str, fixes: dict) -> str:
     "The one command or data/README.md section that puts a missing or wrong path right."
     readme = _readme_fix(target, fixes)
