@@ -457,3 +457,16 @@ def test_table3_calls_its_sft_settings_our_reading_of_the_simpo_table_and_t08_ou
     assert "not stated for SFT" in temp and "our choice" in temp
     src = _notebook_source("table3_sft.ipynb")
     assert "five answers per question at T=0.8" not in src and "our reading of Table 8" in src
+
+
+def test_the_medrag_baseline_index_is_medrags_rrf4():
+    # MedRAG's standard RAG fuses BM25, Contriever, SPECTER and MedCPT (its RRF-4); the profiles build and name that one
+    shared = (ROOT / "profiles" / "h100.yaml").read_text()
+    line = next(l for l in shared.splitlines() if l.startswith("medrag_index:"))
+    assert "RRF-4" in line and "medrag_encoders:" in shared
+    assert "--retriever RRF-4 --encoder" in (ROOT / "data" / "README.md").read_text()
+    header = (LEAF_NBS / "table2_fcrag.paper.yaml").read_text()
+    assert "--retriever RRF-4" in header and "one index over the four corpora" in header
+    from leaf_nb.retrieve import MEDRAG_DENSE, RRF_PRESET_SETTINGS, RRF_PRESETS
+    assert RRF_PRESETS["RRF-4"] == ("bm25", "contriever", "specter", "medcpt") and RRF_PRESET_SETTINGS["RRF-4"]["k0"] == 100
+    assert MEDRAG_DENSE["specter"]["metric"] == "l2" and all(not s["normalize"] for s in MEDRAG_DENSE.values())
