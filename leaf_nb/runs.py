@@ -30,8 +30,8 @@ from .prompts import Prompts, as_prompts
 # %% auto #0
 __all__ = ['PACKAGES', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS', 'TOKENIZER_FILES', 'WEIGHT_FILES', 'CHECK_KINDS',
            'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run',
-           'start_run', 'banner', 'bars', 'read_profile', 'expand_env', 'shared_profile', 'check_parameters',
-           'run_parameters', 'cost_table', 'NotebookError', 'reproduce', 'paper_notebooks', 'Check',
+           'start_run', 'banner', 'reproduce_command', 'bars', 'read_profile', 'expand_env', 'shared_profile',
+           'check_parameters', 'run_parameters', 'cost_table', 'NotebookError', 'reproduce', 'paper_notebooks', 'Check',
            'effective_parameters', 'needs', 'data_fixes', 'check_one', 'check_runs', 'checklist', 'read_calls',
            'workload', 'estimate_costs', 'prepare_caches']
 
@@ -167,6 +167,17 @@ def start_run(notebook: str,  # the notebook's name, e.g. "table1_filtered_accur
     out.mkdir(parents=True, exist_ok=True)
     return Run(notebook, params, out)
 
+# %% ../nbs/api/16_runs.ipynb #dcf32194
+def _repo() -> Path:
+    "The checkout holding nbs/ and profiles/: above this module (an editable install), else above the working folder."
+    starts = [Path(__file__).resolve().parent] if "__file__" in globals() else []
+    for start in starts + [Path.cwd()]:
+        for p in (start, *start.parents):
+            if (p / "settings.ini").exists() and (p / "nbs").is_dir(): return p
+    return Path.cwd()
+
+REPO = _repo()
+
 # %% ../nbs/api/16_runs.ipynb #8e0327de
 def _indexes(index) -> dict:
     "None, one retriever or {name: retriever} as {name: retriever}."
@@ -191,9 +202,16 @@ def banner(run: Run,  # from `start_run`
     text = f"**Profile `{run.profile}`** — " + ("; ".join(parts) or "no model") + "."
     if run.profile == "smoke":
         text += (" *These are smoke numbers: small fixtures and, where a model runs, a 135M one, so they show that every stage runs"
-                 f" end to end, not what the paper found. The paper's setting:* `leaf-nb reproduce {run.notebook}.ipynb --profile h100"
-                 f" -f {run.notebook}.paper.yaml`.")
+                 f" end to end, not what the paper found. The paper's setting, from the repository root:* `{reproduce_command(run)}`.")
     return Markdown(text)
+
+def reproduce_command(run: Run,  # from `start_run`
+                      profile: str = "h100",  # the shared profile; the notebook's own `<name>.paper.yaml` is read with it
+                     ) -> str:
+    "The command that runs this notebook in the paper's setting, as typed from the repository root."
+    try: where = Path.cwd().resolve().relative_to(REPO.resolve())
+    except ValueError: where = Path(".")  # run outside the checkout: the bare name
+    return f"leaf-nb reproduce {(where / f'{run.notebook}.ipynb').as_posix()} --profile {profile}"
 
 # %% ../nbs/api/16_runs.ipynb #549c3ca9
 def _bar_group(ax, sub, pos, width: float, label: str, y: str, lo: str | None, hi: str | None, n: str | None, paper: str | None, first: bool):
@@ -237,17 +255,6 @@ def bars(data,  # long table: one row per bar
     ax.set(title=title, ylabel=ylabel or y)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
-
-# %% ../nbs/api/16_runs.ipynb #dcf32194
-def _repo() -> Path:
-    "The checkout holding nbs/ and profiles/: above this module (an editable install), else above the working folder."
-    starts = [Path(__file__).resolve().parent] if "__file__" in globals() else []
-    for start in starts + [Path.cwd()]:
-        for p in (start, *start.parents):
-            if (p / "settings.ini").exists() and (p / "nbs").is_dir(): return p
-    return Path.cwd()
-
-REPO = _repo()
 
 # %% ../nbs/api/16_runs.ipynb #cd68465c
 def read_profile(path: str | Path,  # a YAML profile
@@ -782,8 +789,9 @@ def read_calls(path: str | Path,  # a CSV of measured calls per unit
 # %% ../nbs/api/16_runs.ipynb #67337b6b
 def _questions(p: dict) -> tuple[int | None, str]:
     "How many questions a LEAF or Self-BioRAG run asks, from MIRAGE's known counts and its parameters."
-    if "question_id" in p: return 1, "one question"
-    if p.get("question_ids"): return len(p["question_ids"]), f"{len(p['question_ids'])} questions named"
+    if "question_id" in p or "question_stem" in p: return 1, "one question"
+    for key in ("question_ids", "question_stems"):
+        if p.get(key): return len(p[key]), f"{len(p[key])} questions named"
     names = p.get("datasets") if "datasets" in p else [p["dataset"]] if "dataset" in p else []
     names = [d for d in names if d in MIRAGE_COUNTS]
     if not names: return None, "no MIRAGE dataset"
