@@ -7,8 +7,10 @@ verdicts, BM25 over data/medcorpus.jsonl, a fresh cache file per row. Rows (--ro
   http          `OpenAICompatible` against the stand-in server process on loopback, one prompt per request (chat)
   http-batched  the same with the tokenizer known: chat prompts rendered with its template and sent as lists to
                 /v1/completions, `batch_size` a request (skipped where the leaf_nb measured has no such option)
-All three render chat prompts with the embedded model's chat template (the stand-in server has its tokenizer), so
-they give the same replies: the script checks that every row's verdicts and queries are identical.
+The two HTTP rows render chat prompts with the embedded model's chat template (the server's tokenizer, and in the batched
+row the client's too), so they get the same replies: the script checks that their verdicts and queries are identical.
+The in-process backend renders chat as the stand-in does without a tokenizer (a template costs more than the reply).
+Memoised functions (sentence splits, the fence) are cleared before every run, so no run reads another's.
 
 Each row is run twice: timed (no profiler), then profiled (a fresh cache; cProfile with per-thread CPU time in every
 thread), the profile summarised by stage (fence, sentence split, prompt building, cache, HTTP client, retrieval, ...)
@@ -84,16 +86,16 @@ def scenario(n_answers: int, seed: int = 0):
 
 
 class Instant(LM):
-    "Answers at once with the stand-in's reply to the prompt as the model reads it (its chat template applied)."
+    "Answers at once with the stand-in's reply (chat rendered as `<|role|>` lines: a chat template would cost more than the reply)."
     kind = "instant"
 
-    def __init__(self, standin, tokenizer, **kw):
+    def __init__(self, standin, **kw):
         super().__init__("instant", **kw)
-        self.standin, self.tok = standin, tokenizer
+        self.standin = standin
 
     def _generate(self, reqs):
         for i, r in enumerate(reqs):
-            text = r.prompt if isinstance(r.prompt, str) else self.standin.render_chat(r.prompt, self.tok)
+            text = r.prompt if isinstance(r.prompt, str) else self.standin.render_chat(r.prompt)
             seed, index = (0, 0) if r.temperature == 0 else (r.seed or 0, 1)
             yield i, self.standin.reply(text, r.max_tokens, seed, index)
 
@@ -114,11 +116,12 @@ STAGES = [
     ("retrieval (BM25, its cache)", [("leaf_nb/retrieve.py", "search")], []),
     ("rows (pandas)", [("leaf_nb/factcheck.py", "_sentence_rows"), ("leaf_nb/factcheck.py", "_answer_rows")], []),
     ("backend: stand-in replies", [("pipeline_ceiling.py", "_generate")], []),
-    # OpenAICompatible._generate (the pool, in the calling thread) and the requests its worker threads make
-    ("HTTP client (openai, httpx) and pool", [("leaf_nb/llm.py", "_generate"), ("leaf_nb/llm.py", "_complete"),
-                                             ("leaf_nb/llm.py", "_complete_batch")], []),
+    # OpenAICompatible's requests, made in its worker threads (the openai client, httpx, rendering chat for lists)
+    ("HTTP client (worker threads)", [("leaf_nb/llm.py", "_complete"), ("leaf_nb/llm.py", "_complete_batch")], []),
+    # OpenAICompatible._generate in the calling thread: planning the requests, the pool, waiting (no CPU while it waits)
+    ("HTTP pool (calling thread)", [("leaf_nb/llm.py", "_generate")], []),
     ("LM layer: requests, keys, cache", [("leaf_nb/llm.py", "generate")],
-     ["backend: stand-in replies", "HTTP client (openai, httpx) and pool"]),
+     ["backend: stand-in replies", "HTTP pool (calling thread)"]),
 ]
 
 
@@ -132,7 +135,7 @@ def stage_summary(stats: pstats.Stats) -> tuple[list[dict], float]:
     rows, got = [], {}
     for name, _, minus in STAGES:
         got[name] = max(0.0, cum.get(name, 0.0) - sum(got.get(m, 0.0) for m in minus))
-    # the HTTP stage's _generate is OpenAICompatible's (llm.py), the backend's is Instant's (this file): never both
+    # llm.py's _generate is OpenAICompatible's, this file's is Instant's: a row has one or the other
     for name, _, _ in STAGES:
         rows.append({"stage": name, "cpu_s": round(got[name], 3), "share": round(got[name] / total, 3) if total else 0.0})
     rest = total - sum(got.values())
@@ -182,10 +185,10 @@ def proc_cpu(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def make_row(name, standin, tok_dir, tok, args):
+def make_row(name, standin, tok_dir, args):
     "(lm factory, server or None) for a row; the factory takes a cache."
     if name == "in-process":
-        return (lambda cache: Instant(standin, tok, cache=cache, progress=False)), None
+        return (lambda cache: Instant(standin, cache=cache, progress=False)), None
     server = standin.StandinServer(tokenizer=tok_dir).start()
     kw = dict(max_concurrency=args.concurrency, progress=False)
     if name == "http-batched":
@@ -193,8 +196,16 @@ def make_row(name, standin, tok_dir, tok, args):
     return (lambda cache: OpenAICompatible(server.base_url, server.model, cache=cache, **kw)), server
 
 
-def run_row(name, standin, tok_dir, tok, bm25_path, answers, contexts, settings, args, workdir):
-    factory, server = make_row(name, standin, tok_dir, tok, args)
+def clear_memos():
+    "Empty every functools cache of the library (and of the stand-in): each run starts as a new process would."
+    import leaf_nb
+    for mod in [m for name, m in list(sys.modules.items()) if name.startswith(("leaf_nb", "standin_from_file")) and m]:
+        for obj in list(vars(mod).values()):
+            if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", "") == mod.__name__: obj.cache_clear()
+
+
+def run_row(name, standin, tok_dir, bm25_path, answers, contexts, settings, args, workdir):
+    factory, server = make_row(name, standin, tok_dir, args)
     try:
         busy = other_busy_cpus(args.busy_sample_s)
         def once(tag, profile=False, n=None):
@@ -202,6 +213,7 @@ def run_row(name, standin, tok_dir, tok, bm25_path, answers, contexts, settings,
             bm25 = BM25.load(bm25_path, cache=cache, progress=False)
             lm = factory(cache)
             if server is not None: lm.identity  # GET /v1/models before the clock starts
+            clear_memos()
             cpu0 = proc_cpu(server.proc.pid) if server is not None else 0.0
             prof = ThreadProfiles() if profile else None
             t0 = time.perf_counter()
@@ -268,8 +280,6 @@ def main():
     lib = Path(leaf_nb.__file__).resolve().parent
     commit = commit_of(lib)
     tok_dir = embedded_dir()
-    from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
     answers, contexts = scenario(args.answers)
     settings = FactCheckSettings(n_searches=1, k=3, verdict="cot")
     rows = [r for r in args.rows if r != "http-batched" or batched_option()]
@@ -283,27 +293,29 @@ def main():
         bm25._search([f"warm up query {i} aspirin heparin insulin" for i in range(2000)], 3)
         out, stage_rows, results, report = [], [], {}, []
         for name in rows:
-            row, stages, res, lines = run_row(name, standin, tok_dir, tok, bm25_path, answers, contexts, settings, args, workdir)
+            row, stages, res, lines = run_row(name, standin, tok_dir, bm25_path, answers, contexts, settings, args, workdir)
             row.update({"leaf_nb_commit": commit, "note": args.note})
             out.append(row); results[name] = res; report += lines
             stage_rows += [{"leaf_nb_commit": commit, "row": name, "note": args.note, **s} for s in stages]
             print(f"{name}: {row['sentences']} sentences in {row['seconds']:.2f} s = {row['checks_per_s']:.0f} checks/s", flush=True)
     names = list(results)
-    same = {n: int(sum(a == b for a, b in zip(results[names[0]].sentences.verdict, results[n].sentences.verdict))) for n in names}
-    same_q = {n: bool((results[names[0]].sentences["query"] == results[n].sentences["query"]).all()) for n in names}
+    ref = "http" if "http" in results else names[0]  # the HTTP rows render alike; the in-process one is its own reference
+    comparable = [n for n in names if n == ref or n.startswith("http") == ref.startswith("http")]
+    same = {n: int(sum(a == b for a, b in zip(results[ref].sentences.verdict, results[n].sentences.verdict))) for n in comparable}
+    same_q = {n: bool((results[ref].sentences["query"] == results[n].sentences["query"]).all()) for n in comparable}
     print(f"\nleaf_nb {commit} ({lib.parent.name}), stand-in from {Path(standin.__file__).parent.parent.name}, "
           f"{args.answers} answers, 1 search, k=3, cot, BM25 over data/medcorpus.jsonl, fresh cache per row\n")
-    print("| row | sentences | seconds | checks/s | server CPU s | other busy CPUs | same verdicts as the first row | same queries |")
+    print(f"| row | sentences | seconds | checks/s | server CPU s | other busy CPUs | same verdicts as {ref} | same queries |")
     print("|---|---|---|---|---|---|---|---|")
     for r in out:
         print(f"| {r['row']} | {r['sentences']} | {r['seconds']:.2f} | {r['checks_per_s']:.0f} | {r['server_cpu_s']} "
-              f"| {r['other_busy_cpus']} | {same[r['row']]}/{r['sentences']} | {same_q[r['row']]} |")
+              f"| {r['other_busy_cpus']} | {same.get(r['row'], '-')}/{r['sentences']} | {same_q.get(r['row'], '-')} |")
     if skipped: print(f"\nskipped (the library measured has no such option): {', '.join(skipped)}")
     print("\n".join(report))
     if args.csv:
         append_rows(args.csv, COLUMNS, out, "benchmarks/pipeline_ceiling.py")
         append_rows(args.csv.with_name(args.csv.stem + "_profile.csv"), STAGE_COLUMNS, stage_rows, "benchmarks/pipeline_ceiling.py")
-    bad = [n for n in names if same[n] != len(results[n].sentences) or not same_q[n]]
+    bad = [n for n in comparable if same[n] != len(results[n].sentences) or not same_q[n]]
     if bad: sys.exit(f"rows {bad} do not give the first row's verdicts and queries")
 
 
