@@ -275,10 +275,11 @@ def main():
     ap.add_argument("--busy-sample-s", type=float, default=3.0, help="seconds of /proc/stat sampled before each row")
     ap.add_argument("--csv", type=Path, default=None, help="append the rows here, and the stages to <name>_profile.csv beside it")
     ap.add_argument("--note", default="")
+    ap.add_argument("--commit", default=None, help="the commit of the library measured, where it is not a git checkout (an archive)")
     args = ap.parse_args()
     standin = load_standin(args.standin)
     lib = Path(leaf_nb.__file__).resolve().parent
-    commit = commit_of(lib)
+    commit = args.commit or commit_of(lib)
     tok_dir = embedded_dir()
     answers, contexts = scenario(args.answers)
     settings = FactCheckSettings(n_searches=1, k=3, verdict="cot")
