@@ -104,7 +104,7 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
 class LM:
     """Base class: request keys, the cache, de-duplication and progress. A backend overrides
     `_generate` and `_label_logprobs`, which receive only the requests the cache does not hold and
-    yield `(index, result)` pairs as they finish, so each result is stored the moment it exists."""
+    yield `(index, result)` pairs as they finish, so each result is stored as it arrives (`through_cache`)."""
     kind = "lm"
 
     def __init__(self,
