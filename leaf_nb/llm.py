@@ -320,10 +320,9 @@ def _count_attempt(self: OpenAICompatible, request):
 @patch
 def _post(self: OpenAICompatible, path: str, **body) -> dict:
     "POST `body` and the model's name to `path` (`/completions`, `/chat/completions`) through the client; the JSON reply."
-    import httpx
     with self._count_lock: self.sent += 1
-    resp = self.client.post(path, body={"model": self.model_id, **{k: v for k, v in body.items() if v is not None}}, cast_to=httpx.Response)
-    try: out = json.loads(resp.content)
+    raw = self.client.post(path, body={"model": self.model_id, **{k: v for k, v in body.items() if v is not None}}, cast_to=bytes)
+    try: out = json.loads(raw)
     except ValueError as e: raise LMError(f"server {self.base_url} answered {path} with a body that is not JSON ({e})") from e
     if not isinstance(out, dict): raise LMError(f"server {self.base_url} answered {path} with JSON that is not an object")
     return out
