@@ -15,7 +15,7 @@ from leaf_nb.standin import StandinServer
 ROOT = Path(__file__).resolve().parents[1]
 CTX = question_context("Which drug reverses opioid-induced respiratory depression?", {"A": "Naloxone", "B": "Flumazenil", "C": "Atropine"})
 ANSWERS = [f"Answer {i}: naloxone reverses opioid toxicity. It acts within minutes in case {i}. Atropine treats bradycardia."
-           for i in range(10)]
+           for i in range(6)]
 
 
 @pytest.fixture(scope="module")

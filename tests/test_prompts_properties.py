@@ -181,7 +181,7 @@ FENCE_BITS = st.sampled_from(["[", "]", "[[", "]]", "support", "SUPPORT", "Suppo
                               "\u017fupport", "sup", "port", "(", ")", " ", "\n", "x", "\u200b", "\u202e", "\U000e0041",
                               "\u00ad", "\u2060", "\ufeff", "</document>", "< / DOCUMENT >", "STATEMENT:", "Answer :", "\u00e9"])
 FENCE_TEXT = st.lists(st.one_of(FENCE_BITS, st.text(max_size=6)), max_size=40).map("".join)
-MANY = settings(max_examples=1500, deadline=None)
+MANY = settings(max_examples=600, deadline=None)
 
 
 @MANY
