@@ -10,11 +10,18 @@ Measured in one run on the embedded SmolLM2-135M-Instruct:
     definition, and what leaf-nb did before) vs one shared prompt pass per prompt, batched.
 No cache is used for the timed backend runs, so every request is really served.
 
+With `--standin` it measures only the stand-in server (`leaf_nb.standin`, instant replies): requests/s over raw
+keep-alive HTTP/1.1 connections from threads (what the server itself sustains, the client costing little), and
+through `OpenAICompatible` (what the pipeline's client gets from it).
+
     .venv/bin/python benchmarks/lm_throughput.py [-n 16] [--max-tokens 32] [--concurrency 8]
+    .venv/bin/python benchmarks/lm_throughput.py --standin [-n 4000] [--concurrency 8]
 """
 import argparse
+import http.client
 import json
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -61,13 +68,46 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+def standin_rows(n, max_tokens, concurrency):
+    "Requests/s of the stand-in server: raw keep-alive HTTP from `concurrency` threads, and through OpenAICompatible."
+    from leaf_nb.standin import StandinServer
+    bodies = [json.dumps({"model": "standin", "prompt": f"In one sentence, what treats {TOPICS[i % len(TOPICS)]} (case {i})?",
+                          "max_tokens": max_tokens, "temperature": 0}).encode() for i in range(n)]
+    with StandinServer() as server:
+        def worker(part):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            for b in part:
+                conn.request("POST", "/v1/completions", b, {"Content-Type": "application/json"})
+                r = conn.getresponse(); r.read()
+                assert r.status == 200, r.status
+            conn.close()
+        def raw():
+            threads = [threading.Thread(target=worker, args=(bodies[k::concurrency],)) for k in range(concurrency)]
+            for t in threads: t.start()
+            for t in threads: t.join()
+        worker(bodies[:50])  # warm-up
+        t_raw, _ = timed(raw)
+        lm = server.lm(max_concurrency=concurrency, progress=False)
+        lm.generate(prompts(20), max_tokens=max_tokens)  # warm-up: the client, the connection pool
+        t_client, _ = timed(lambda: lm.generate(prompts(n), max_tokens=max_tokens))
+    return [(f"stand-in server, raw HTTP/1.1 keep-alive, {concurrency} connections", n / t_raw),
+            (f"stand-in server through OpenAICompatible (openai client), {concurrency} in flight", n / t_client)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=16, help="independent requests")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--standin", action="store_true", help="measure only the stand-in server (instant replies)")
     args = ap.parse_args()
+    if args.standin:
+        rows = standin_rows(args.n, args.max_tokens, args.concurrency)
+        print(f"\n{args.n} requests, max_tokens={args.max_tokens}, greedy, stand-in server on loopback (instant)\n")
+        print("| path | req/s |\n|---|---|")
+        for name, rate in rows: print(f"| {name} | {rate:.0f} |")
+        return
     ps, kw = prompts(args.n), dict(max_tokens=args.max_tokens)
     rows = []
 
