@@ -80,6 +80,17 @@ class Cache:
     def __repr__(self): return f"Cache({str(self.path)!r}" + (f", replay={str(self.replay)!r})" if self.replay else ")")
 
 # %% ../nbs/api/00_cache.ipynb #6cc1ac87
+def _while_locked(step, timeout: float):
+    """Run `step` (one SQLite statement) again while another process holds the lock it needs, up to `timeout` seconds.
+    Switching a new file to WAL takes an exclusive lock that SQLite's busy timeout does not always wait for, so two
+    processes opening one fresh cache at once could see 'database is locked' at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try: return step()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline: raise
+            time.sleep(0.05)
+
 @patch
 def _conn(self: Cache) -> sqlite3.Connection:
     # One connection per process (re-opened after a fork), shared by threads under a lock.
@@ -88,10 +99,15 @@ def _conn(self: Cache) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, request TEXT)")
+            _while_locked(lambda: conn.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, request TEXT)"), self.timeout)
             cols = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e): raise CacheError(f"cache {self.path} cannot be read as a leaf-nb cache (SQLite: {e}); move it aside and "
+                                                        "rerun to start a new one, or point $LEAF_NB_CACHE / --cache at another file") from e
+            raise CacheError(f"cache {self.path} stayed locked by another process for {self.timeout:g} s (SQLite: {e}); "
+                             "wait for it to finish, or give this run a cache of its own (--cache)") from e
         except sqlite3.DatabaseError as e:
             raise CacheError(f"cache {self.path} cannot be read as a leaf-nb cache (SQLite: {e}); move it aside and "
                              "rerun to start a new one, or point $LEAF_NB_CACHE / --cache at another file") from e
@@ -277,8 +293,8 @@ _memo_lock = threading.Lock()
 def _memo(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS digests (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, digest TEXT)")
+    _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), 60)
+    _while_locked(lambda: conn.execute("CREATE TABLE IF NOT EXISTS digests (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, digest TEXT)"), 60)
     return conn
 
 # %% ../nbs/api/00_cache.ipynb #2c69b721
