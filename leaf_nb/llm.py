@@ -161,11 +161,17 @@ def _stand_in(req, key: str = "") -> str | float:
     n = max(1, req.max_tokens // 25)
     return " ".join(f"Dry-run sentence {i + 1} of reply {key[:8]} stands in for about twenty-five tokens." for i in range(n))
 
+_DRY_LOGGED: dict[str, set] = {}  # per dry-run log file: the requests this process has logged in it already
+
 def _dry_run(lm: "LM", reqs: list, dicts: list[dict], desc: str) -> list:
-    "Answer from the cache where it can; log every other request once and answer it with a stand-in, never cached."
+    """Answer from the cache where it can; log every other request once and answer it with a stand-in, never cached.
+    Once means once per dry run: a request a later stage asks again is not logged again, since a real run would find it
+    cached by then (Table 1's second reading of the searches asks many of the first's queries)."""
     keys = [request_key(d) for d in dicts]
     found = lm.cache.get_many(keys) if lm.cache is not None else {}
-    logged, out, lines = set(), [], []
+    log = os.environ["LEAF_NB_DRY_RUN"]
+    if not os.path.exists(log): _DRY_LOGGED[log] = set()  # a new log is a new dry run (its first call creates the file)
+    logged, out, lines = _DRY_LOGGED.setdefault(log, set()), [], []
     for r, d, k in zip(reqs, dicts, keys):
         if k in found: out.append(found[k])
         else: out.append(_stand_in(r if isinstance(r, GenRequest) else None, k))
@@ -174,7 +180,7 @@ def _dry_run(lm: "LM", reqs: list, dicts: list[dict], desc: str) -> list:
         prompt = r.prompt if isinstance(r, GenRequest) else r[0]
         lines.append({"stage": desc, "op": d["op"], "model": lm.model_id, "kind": lm.kind, "cached": k in found,
                       "prompt_chars": _prompt_chars(prompt), "max_tokens": r.max_tokens if isinstance(r, GenRequest) else 0})
-    with open(os.environ["LEAF_NB_DRY_RUN"], "a", encoding="utf-8") as f:
+    with open(log, "a", encoding="utf-8") as f:
         f.writelines(json.dumps(x) + "\n" for x in lines)
     return out
 
