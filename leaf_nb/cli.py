@@ -18,8 +18,8 @@ from .llm import LMError, LlamaCppServer, load_llm, user
 
 # %% auto #0
 __all__ = ['LLM_HELP', 'NOT_READY', 'INPUT_ERRORS', 'arg', 'subcommand', 'build_parser', 'main', 'cache_args', 'open_cache',
-           'generate_cmd', 'serve_cmd', 'index_cmd', 'search_cmd', 'check_cmd', 'reproduce_cmd', 'record_cmd',
-           'execute_cmd', 'cache_cmd']
+           'generate_cmd', 'serve_cmd', 'index_cmd', 'search_cmd', 'check_cmd', 'rater_eval_cmd', 'reproduce_cmd',
+           'record_cmd', 'execute_cmd', 'cache_cmd']
 
 # %% ../nbs/api/10_cli.ipynb #a1a9482c
 _COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
@@ -107,11 +107,12 @@ def serve_cmd(args) -> int:
 # %% ../nbs/api/10_cli.ipynb #6ce32ac3
 @subcommand("index", "Build a retrieval index over a corpus in the MedRAG JSONL schema (a file or a folder of chunk files).",
             arg("corpus", help="JSONL file or folder of them: one {id, title, content[, contents]} object per line"),
-            arg("--retriever", default="bm25", help="bm25 | tantivy (BM25 in a small, compressed index) | lucene (BM25 by Lucene: the fastest at PubMed size; the [lucene] extra) | dense | colbert | an RRF preset such as RRF-2"),
+            arg("--retriever", default="bm25", help="bm25 | tantivy (BM25 in a small, compressed index) | lucene (BM25 by Lucene: the fastest at PubMed size; the [lucene] extra) | dense | colbert | an RRF preset: RRF-4 (MedRAG's BM25 + Contriever + SPECTER + MedCPT) or RRF-2 (BM25 + --encoder)"),
             arg("--faiss", default="auto", choices=["auto", "flat", "hnsw", "ivf", "ivfpq"],
                 help="FAISS index of a dense retriever (alone or in an RRF preset): auto = flat while its vectors "
                      "(passages x dim x 4 bytes) fit in half the available memory, else ivfpq (compressed)"),
-            arg("--encoder", default=None, help="sentence-transformers folder for dense (default: the embedded all-MiniLM-L6-v2)"),
+            arg("--encoder", default=None, help="sentence-transformers folder for dense and RRF-2 (default: the embedded all-MiniLM-L6-v2); "
+                "for RRF-4 the folder holding contriever/, specter/, MedCPT-Article-Encoder/ and MedCPT-Query-Encoder/"),
             arg("--checkpoint", default=None, help="ColBERT checkpoint folder (colbert; e.g. a downloaded colbertv2.0)"),
             arg("--out", required=True, help="index folder to write"),
             arg("--skip-bad", action="store_true", help="skip and count malformed corpus lines instead of stopping"),
@@ -222,6 +223,34 @@ def check_cmd(args) -> int:
     if args.html:
         Path(args.html).write_text(fact_check_report(res, 0, question=context), encoding="utf-8")
     _print_check(res.answer(0), args.json)
+    return 0
+
+# %% ../nbs/api/10_cli.ipynb #6baf5b81
+@subcommand("rater-eval", "Measure a rater against human labels: LEAF's verdicts on a labelled claim-evidence file, metrics with intervals.",
+            arg("file", help="the labelled file, in the published format --format names"),
+            arg("--format", required=True, choices=["factcheck-bench", "healthfc", "aggrefact", "jsonl"],
+                help="factcheck-bench: its stance JSONL; healthfc: its CSV; aggrefact: LLM-AggreFact's CSV/JSONL; jsonl: ours"),
+            arg("--rater", default="embedded", help="the rater: " + LLM_HELP),
+            arg("--verdict", choices=["cot", "logprob"], default="cot",
+                help="cot: the rater reasons, then writes the label (the paper's); logprob: the label's probability"),
+            arg("-n", type=int, default=None, help="rows drawn at random (seeded; default: all)"),
+            arg("--seed", type=int, default=42, help="seed of the row sample, the development split and the bootstrap"),
+            arg("--json", action="store_true", help="print one JSON object instead of lines"),
+            arg("--out", default="rater-eval", help="folder for the rows, the metrics and the provenance file"),
+            arg("--dry-run", action="store_true", help="call no model: print the calls, tokens and time the run needs"),
+            arg("--tokens-per-s", type=float, default=1000.0, help="the dry run's generation speed, for its time estimate"),
+            arg("--max-tokens", type=int, default=512, help="cot: tokens for the reasoning and the label"),
+            arg("--tokenizer", default="", help="a served rater's tokenizer folder (logprob through a server needs it)"),
+            *cache_args())
+def rater_eval_cmd(args) -> int:
+    from leaf_nb.agreement import rater_eval
+    if "embedded" == args.rater and not args.dry_run:
+        _say("the embedded 135M model proves the evaluation runs, not a rater worth trusting: point --rater at the model "
+             "your Table 1 uses, e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen2-72B-Instruct")
+    cache = None if args.no_cache else (args.cache or "")
+    print(rater_eval(args.file, args.format, rater=args.rater, verdict=args.verdict, n=args.n, seed=args.seed, as_json=args.json,
+                     out=None if args.dry_run else args.out, dry_run=args.dry_run, max_tokens=args.max_tokens,
+                     tokenizer=args.tokenizer, cache=cache, tokens_per_s=args.tokens_per_s))
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #5e5a9246
