@@ -630,10 +630,10 @@ def table(self: AgreementResult, source: str = ALL) -> pd.DataFrame:
     m = self.metrics[self.metrics.source == source]
     out = m.assign(text=[format_metric(v, lo, hi) for v, lo, hi in zip(m.value, m.low, m.high)]).pivot(index="checker", columns="metric", values="text")
     cols = [c for c in [*METRICS, "ece"] if c in out.columns]
-    out = out.reindex(index=list(dict.fromkeys(m.checker)), columns=cols).fillna("")
+    out = out.reindex(index=list(dict.fromkeys(m.checker)), columns=cols).fillna("—")
     out.columns = [METRICS.get(c, "ECE") for c in cols]
     out["n"] = m.groupby("checker", sort=False).n.first()
-    out["threshold"] = [format_metric(t) if t == t else "" for t in self.thresholds.set_index("checker").threshold.reindex(out.index)]
+    out["threshold"] = [format_metric(t) if t == t else "—" for t in self.thresholds.set_index("checker").threshold.reindex(out.index)]
     out["labels"] = self.mapping
     out.index.name = "checker"
     return out

@@ -14,7 +14,8 @@ import pandas as pd
 
 # %% auto #0
 __all__ = ['LEAF_STYLE', 'FFRR_STYLE', 'SELFBIORAG_STYLE', 'KINDS', 'ROW_KINDS', 'RUN', 'PAPER', 'DIFF', 'PAPER_MARKER',
-           'NumberStyle', 'fmt', 'house', 'Beside', 'beside_paper', 'paper_points', 'bars', 'DocRenderer']
+           'NumberStyle', 'fmt', 'house', 'Beside', 'beside_paper', 'paper_points', 'bars', 'FullTable',
+           'settings_table', 'DocRenderer']
 
 # %% ../nbs/api/22_show.ipynb #72c69b07
 @dataclass(frozen=True)
@@ -189,6 +190,51 @@ def bars(data: pd.DataFrame,  # long table: one row per bar
     handles += [marker] if marker is not None else []
     ax.legend(handles, [h.get_label() for h in handles], fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
+
+# %% ../nbs/api/22_show.ipynb #974fea65
+class FullTable(pd.DataFrame):
+    "A DataFrame shown whole: pandas' display cuts a cell's text at 50 characters, this one shows it all."
+    @property
+    def _constructor(self): return FullTable
+    def _repr_html_(self) -> str: return self.to_html()
+
+def _class_node(cls):
+    """The `ast.ClassDef` of `cls`: from its module's source, or, for a class defined in a notebook (no file to read),
+    from the cell its methods were compiled from (IPython keeps each cell's source in `linecache`)."""
+    import ast, inspect, linecache, textwrap
+    try: return ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    except (OSError, TypeError): pass
+    files = {f.__code__.co_filename for f in vars(cls).values() if inspect.isfunction(f)} - {"<string>"}
+    for name in files:
+        try: tree = ast.parse("".join(linecache.getlines(name)))
+        except SyntaxError: continue
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+        if found: return found[-1]
+    return None
+
+def _field_docs(cls) -> dict:
+    "The docstring under each field of a dataclass, from its source (empty where there is none or no source)."
+    import ast
+    node = _class_node(cls)
+    if node is None: return {}
+    body, out = node.body, {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr) \
+           and isinstance(getattr(nxt, "value", None), ast.Constant) and isinstance(nxt.value.value, str):
+            out[node.target.id] = " ".join(nxt.value.value.split())
+    return out
+
+def settings_table(settings,  # a settings dataclass instance, e.g. `PAPER_LEAF`
+                  ) -> FullTable:
+    "One row per field of `settings`: its value (as Python writes it) and what it means (the field's docstring)."
+    import dataclasses
+    if not dataclasses.is_dataclass(settings) or isinstance(settings, type):
+        raise TypeError(f"settings_table takes a dataclass instance, got {type(settings).__name__}")
+    docs = {}
+    for cls in reversed(type(settings).__mro__): docs.update(_field_docs(cls))  # a subclass's docstring wins
+    names = [f.name for f in dataclasses.fields(settings)]
+    return FullTable({"value": [repr(getattr(settings, n)) for n in names], "meaning": [docs.get(n, "") for n in names]},
+                     index=pd.Index(names, name=type(settings).__name__))
 
 # %% ../nbs/api/22_show.ipynb #668887d2
 from fastcore.docments import MarkdownRenderer

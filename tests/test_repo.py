@@ -5,17 +5,29 @@ all-markdown index notebook is its cells joined by blank lines. Regenerate with:
     .venv/bin/python tests/test_repo.py --write
 """
 import json
+import posixpath
 import re
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LINK = re.compile(r"(\]\()([^)\s]+)(\))")  # a Markdown link's target: [text](target)
+
+
+def _relative(target: str) -> bool:
+    return not re.match(r"[a-z][a-z0-9+.-]*:|#|/", target)
+
+
 def render_index() -> str:
+    """index.ipynb's cells joined by blank lines, its links (written relative to nbs/, where it lives) rewritten
+    relative to the repository root, where README.md lives."""
     cells = json.loads((ROOT / "nbs" / "index.ipynb").read_text())["cells"]
     assert all(c["cell_type"] == "markdown" for c in cells), "index.ipynb holds prose only"
-    return "\n\n".join("".join(c["source"]).strip() for c in cells) + "\n"
+    text = "\n\n".join("".join(c["source"]).strip() for c in cells) + "\n"
+    return LINK.sub(lambda m: m[1] + (posixpath.normpath("nbs/" + m[2]) if _relative(m[2]) else m[2]) + m[3], text)
 
 
 def readme_commands() -> list[str]:
@@ -26,6 +38,28 @@ def readme_commands() -> list[str]:
 
 def test_readme_is_index_rendered():
     assert (ROOT / "README.md").read_text() == render_index(), "README.md is stale: python tests/test_repo.py --write"
+
+
+def test_links_resolve_from_readme_and_from_index():
+    "Every relative link of README.md (from the root) and of nbs/index.ipynb (from nbs/, as JupyterLab opens it) names a file."
+    index = "\n".join("".join(c["source"]) for c in json.loads((ROOT / "nbs" / "index.ipynb").read_text())["cells"])
+    for name, text, base in [("README.md", (ROOT / "README.md").read_text(), ROOT), ("nbs/index.ipynb", index, ROOT / "nbs")]:
+        targets = [t.split("#")[0] for t in (m[2] for m in LINK.finditer(text)) if _relative(t)]
+        assert targets, f"{name}: no relative link"
+        broken = [t for t in targets if not (base / t).exists()]
+        assert not broken, f"{name}: links to missing files {broken}"
+
+
+def test_index_maps_every_paper_notebook_to_its_command():
+    "The table of paper notebooks names each one, with a link and the reproduce command typed from the repository root."
+    from leaf_nb.runs import paper_notebooks
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.split("### Every table and figure", 1)[1].split("\n## ", 1)[0].splitlines() if line.startswith("| ")][1:]
+    want = [nb.relative_to(ROOT).as_posix() for nb in paper_notebooks()]
+    got = [re.search(r"\]\(([^)]+)\)", r)[1] for r in rows]
+    assert sorted(got) == sorted(want), f"the table links {sorted(got)}, the paper notebooks are {sorted(want)}"
+    for row, path in zip(rows, got):
+        assert f"`leaf-nb reproduce {path} --profile h100`" in row, row
 
 
 def test_ci_runs_readme_commands_verbatim():
@@ -68,6 +102,140 @@ def test_committed_notebooks_show_their_outputs():
         cells = json.loads(nb.read_text())["cells"]
         problems = output_problems(cells, roots=(str(ROOT) + "/", str(Path.home()) + "/"))
         assert not problems, f"{nb.name}: {problems[:3]}"
+
+
+# What a reader must not meet in a committed notebook (issue 23): markup only Quarto renders, tables of 6-decimal floats
+# or mostly empty cells, figures with nothing drawn, check lines clipped at the page's right edge.
+QUARTO = re.compile(r'\{target="_blank"|\{style="|::: ?\{|\{\.(?:cell|callout|column)|\{#[a-z][\w-]*\}')
+LONG_FLOAT = re.compile(r"^[-+−]?\d*\.\d{5,}(?:e[-+]?\d+)?$")
+EMPTY_CELL = {"", "nan", "none", "<na>", "nat", "null"}
+MAX_EMPTY, MAX_ASSERT = 0.10, 110
+
+
+class _Tables(HTMLParser):
+    "The body cells (<td>, not headers) of every HTML table in an output, as text."
+    def __init__(self):
+        super().__init__(); self.tables, self._cell = [], None
+    def handle_starttag(self, tag, attrs):
+        if tag == "table": self.tables.append([])
+        if tag == "td" and self.tables: self._cell = []
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None: self.tables[-1].append("".join(self._cell).strip()); self._cell = None
+    def handle_data(self, data):
+        if self._cell is not None: self._cell.append(data)
+
+
+def html_tables(html: str) -> list[list[str]]:
+    parser = _Tables(); parser.feed(html)
+    return parser.tables
+
+
+def figure_problem(png: bytes) -> str | None:
+    """Why a PNG shows nothing, else None: almost one colour, or an axes frame with nothing drawn inside it but text
+    (n labels, annotations: shapes of fewer than 150 pixels) and thin grey lines across the whole frame (grid lines, a zero line)."""
+    import io
+    import numpy as np
+    from PIL import Image
+    from scipy import ndimage
+    im = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    packed = (im[..., 0] << 16 | im[..., 1] << 8 | im[..., 2]).ravel()
+    colours, counts = np.unique(packed, return_counts=True)
+    top = colours[counts.argmax()]
+    bg = np.array([top >> 16, (top >> 8) & 255, top & 255])
+    if counts.max() / len(packed) > 0.995: return "a figure of almost one colour"
+    dark = im.sum(axis=2) < 3 * 110
+    h, w = dark.shape
+    empty = 0
+    for y in np.flatnonzero(dark.sum(axis=1) >= w // 5):  # a spine: a dark horizontal run of a fifth of the width or more,
+        # with a dark vertical run going up from its left end
+        row = np.flatnonzero(np.diff(np.r_[0, dark[y].astype(int), 0]))
+        for x0, x1 in zip(row[::2], row[1::2]):
+            if x1 - x0 < w // 5 or (y + 1 < h and dark[y + 1, x0:x1].mean() > 0.9): continue  # keep the lowest row of a thick spine
+            def up(x):  # the dark run going up from (y, x)
+                col = dark[:y + 1, x][::-1]
+                return int(np.argmin(col)) if not col.all() else y + 1
+            x0 = max(range(x0, min(x0 + 12, x1)), key=up)  # the left spine (tick marks stick out to its left)
+            height = up(x0)
+            if height < h // 8: continue
+            box = im[y - height + 4:y - 3, x0 + 4:x1 - 4]
+            ink = np.abs(box - bg).sum(axis=2) > 30
+            grey = box.max(axis=2) - box.min(axis=2) < 40
+            for axis in (0, 1):  # thin grey lines across the frame (grid lines, a zero line, axvline) draw no data
+                full = np.r_[False, (ink & grey).mean(axis=axis) > 0.9, False]
+                edges = np.flatnonzero(np.diff(full.astype(int)))
+                for a, b in zip(edges[::2], edges[1::2]):
+                    if b - a <= 3: ink[(slice(None), slice(a, b)) if axis == 0 else (slice(a, b), slice(None))] = False
+            parts, n_parts = ndimage.label(ink)
+            sizes = ndimage.sum_labels(ink, parts, range(1, n_parts + 1))
+            ink = np.isin(parts, 1 + np.flatnonzero(sizes >= 150))  # letters and digits, even touching, are smaller
+            if box.size and ink.mean() < 0.0005: empty += 1
+    return f"{empty} axes with nothing drawn inside" if empty else None
+
+
+def reader_problems(cells: list[dict]) -> list[str]:
+    "What a reader would see go wrong in a notebook's committed cells, one line each, naming the cell."
+    out = []
+    for i, c in enumerate(cells):
+        if c["cell_type"] != "code": continue
+        for line in "".join(c["source"]).splitlines():
+            if line.lstrip().startswith("assert") and len(line) > MAX_ASSERT:
+                out.append(f"cell {i}: an assert line of {len(line)} characters (at most {MAX_ASSERT}): {line.strip()[:60]!r}...")
+        for o in c.get("outputs", []):
+            data = o.get("data", {})
+            text = "".join(o.get("text", "")) + "".join("".join(v) for k, v in data.items() if k in ("text/markdown", "text/html", "text/plain"))
+            if m := QUARTO.search(text): out.append(f"cell {i}: Quarto-only markup {m.group(0)!r} in its output")
+            for t, table in enumerate(html_tables("".join(data.get("text/html", "")))):
+                long = [v for v in table if LONG_FLOAT.match(v)]
+                if long: out.append(f"cell {i}: table {t} shows {len(long)} numbers with more than 4 decimals, e.g. {long[0]}")
+                empty = sum(v.lower() in EMPTY_CELL for v in table)
+                if table and empty / len(table) > MAX_EMPTY:
+                    out.append(f"cell {i}: table {t} has {empty} of {len(table)} cells empty (NaN/None/blank; at most {MAX_EMPTY:.0%})")
+            if "image/png" in data:
+                import base64
+                if why := figure_problem(base64.b64decode("".join(data["image/png"]))): out.append(f"cell {i}: {why}")
+    return out
+
+
+def _png(draw) -> str:
+    import base64, io
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3))
+    draw(ax)
+    buf = io.BytesIO(); fig.savefig(buf, format="png"); plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_reader_checks_catch_each_failure():
+    "Each check fires on a cell made to fail it, and stays quiet on its clean twin."
+    import pandas as pd
+    def cell(source="x", **data): return {"cell_type": "code", "source": source, "outputs": [{"output_type": "display_data", "data": data}]}
+    def zero_bars(ax):
+        ax.bar([0, 1], [0, 0]); ax.set_ylim(0, 100)
+        for x in (0, 1): ax.annotate("n=0", (x, 2), rotation=90, fontsize=7)
+    quarto = cell(**{"text/markdown": '[source](https://x/y.py#L3){target="_blank" style="float:right"}'})
+    floats = cell(**{"text/html": pd.DataFrame({"a": [0.123456, 1.5]}).to_html()})
+    nans = cell(**{"text/html": pd.DataFrame({"a": [1.0, None], "b": [float("nan"), 2.0]}).to_html()})
+    empty = cell(**{"image/png": _png(zero_bars)})
+    long = {"cell_type": "code", "source": "assert " + " and ".join(["x == 1"] * 20), "outputs": []}
+    for bad, says in [(quarto, "Quarto-only markup"), (floats, "more than 4 decimals"), (nans, "2 of 4 cells empty"),
+                      (empty, "nothing drawn"), (long, "an assert line of")]:
+        problems = reader_problems([{"cell_type": "markdown", "source": ""}, bad])
+        assert len(problems) == 1 and problems[0].startswith("cell 1: ") and says in problems[0], problems
+    clean = [cell(**{"text/markdown": "[source](https://x/y.py#L3)"}), cell(**{"text/html": pd.DataFrame({"a": [0.1235, 1.5]}).to_html()}),
+             cell(**{"image/png": _png(lambda ax: ax.bar([0, 1], [40, 60]))}), cell(**{"image/png": _png(lambda ax: ax.plot([0, 1], [22, 22]))}),
+             {"cell_type": "code", "source": "assert x == 1", "outputs": []}]
+    assert reader_problems(clean) == []
+
+
+def test_committed_notebooks_read_well():
+    "No Quarto markup, 6-decimal floats or NaN-heavy tables in outputs, no empty figure, no clipped assert line, anywhere."
+    bad = {}
+    for nb in sorted(NOTEBOOKS.rglob("*.ipynb")):
+        if nb.name.startswith("_") or ".ipynb_checkpoints" in nb.parts: continue
+        if problems := reader_problems(json.loads(nb.read_text())["cells"]): bad[str(nb.relative_to(NOTEBOOKS))] = problems
+    assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
 
 
 def test_every_paper_parameter_is_explained():
