@@ -1,0 +1,556 @@
+"""The paper profiles rehearsed at the papers' own size, on this machine: every paper notebook run the way a
+workstation runs it (`leaf-nb reproduce NB --profile ...`: server specs, tokenizer folders, saved indexes, work_dir,
+provenance), against `profiles/rehearsal.yaml`: stand-in servers (`leaf_nb.standin`, one process per served model, on
+the profile's ports), the embedded models where a local folder is needed, and synthetic data in each real format at
+its real size (`benchmarks/rehearsal_data.py`: MIRAGE's 7,663 questions, MedQA-USMLE, RAWFC, LIAR-RAW, a 1M-passage
+MedRAG corpus).
+
+    nice -n 10 python benchmarks/paper_scale.py --data /tmp/rehearsal/data --only table1_filtered_accuracy
+    nice -n 10 python benchmarks/paper_scale.py --data /tmp/rehearsal/data              # every paper notebook
+    python benchmarks/paper_scale.py --data /tmp/rehearsal/data --rss-curve           # Table 1 at 1k, 4.1k, 7.6k questions
+    python benchmarks/paper_scale.py --data /tmp/rehearsal/data --resume-check        # kill -9 Table 1 half way, rerun, count
+    python benchmarks/paper_scale.py --table                                          # the cost tables from the CSVs (Markdown)
+
+Per notebook it writes one row to `benchmarks/results/paper_scale.csv`: model calls and HTTP requests, prompt and
+completion tokens (the stand-in's `usage`, about four characters a token) by model, harness wall time, the peak RSS of the
+whole `leaf-nb reproduce` process tree (psutil, every 0.5 s; the stand-in servers apart), the cache's size on disk,
+the calls the `--dry-run` estimates beside the ones made, and the GPU hours projected at the stated throughputs (see
+`project`). Calls by stage come from a second dry run after the real one: its requests are all in the cache, so it
+walks the real run's path and labels each call with its stage (the dry-run log), which also gives
+`benchmarks/results/calls_per_question.csv` (calls per question or claim and tokens per call, by notebook and stage).
+Training is capped at `--max-train-steps` optimiser steps (the table says so); every data stage runs in full.
+
+Each stand-in here runs in a small wrapper (`_standin`, below) that appends one line per request to a log: the body's
+hash, the model, `max_tokens` and the usage. The logs count the calls, and the resume check finds repeats in them.
+Timings taken on a busy machine are marked so (the `other_busy_cpus` column: CPUs other processes kept busy, sampled
+before the run); the issue's targets (Table 1: peak RSS <= 4 GB, harness <= 30 min on 2 cores) are checked on idle runs.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from results_csv import append_rows, other_busy_cpus  # noqa: E402
+
+RESULTS = HERE / "results"
+PROFILE = REPO / "profiles" / "rehearsal.yaml"
+BIN = Path(sys.executable).parent
+
+# Throughputs the GPU time is projected at (stated, not measured here): prefill of a vLLM-served 8B on one H200, the
+# project's figure (33k prompt tokens/s); decode of Llama-3.1-8B with vLLM on one H100 at full batch, about 12.5k
+# generated tokens/s (published third-party benchmarks, 2025). A model of P parameters is taken at (8.03e9 / P) x those
+# rates per GPU: both phases at full batch are bound by the FLOPs per token, 2P. An upper bound: vLLM's prefix cache
+# would skip the prompt prefixes that the five searches of one sentence share.
+PREFILL_8B, DECODE_8B, P_8B = 33_000.0, 12_500.0, 8.03e9
+PARAMS = {"meta-llama/Meta-Llama-3-70B-Instruct": 70.6e9, "Qwen/Qwen2-72B-Instruct": 72.7e9, "meta-llama/Meta-Llama-3-8B-Instruct": 8.03e9,
+          "meta-llama/Llama-2-7b-chat-hf": 6.74e9, "dmis-lab/selfbiorag_7b": 6.74e9, "gpt-3.5-turbo": None}  # None: an API, no GPU of ours
+UNITS = {"ffrr": "claim", "leaf": "question", "selfbiorag": "question"}
+
+
+def log(*a): print(*a, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ the profile, filled in
+def expand(value, env: dict, where: str):
+    "`${NAME}` in every string of `value` replaced from `env`; a string that is one `${NAME}` of a number becomes the number."
+    if isinstance(value, dict): return {k: expand(v, env, where) for k, v in value.items()}
+    if isinstance(value, list): return [expand(v, env, where) for v in value]
+    if not isinstance(value, str): return value
+    def sub(m):
+        if m[1] not in env: raise ValueError(f"{where}: ${{{m[1]}}} is not set (known: {', '.join(sorted(env))})")
+        return str(env[m[1]])
+    out = re.sub(r"\$\{(\w+)\}", sub, value)
+    return int(out) if re.fullmatch(r"\$\{\w+\}", value) and re.fullmatch(r"-?\d+", out) else out
+
+
+def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE) -> tuple[Path, dict, dict]:
+    "The rehearsal profile with its `${...}` filled in, written to `work`; its models, and its per-notebook overrides."
+    import yaml
+    from leaf_nb.llm import embedded_dir
+    env = {"LEAF_NB_REHEARSAL": str(data), "LEAF_NB_MODELS": str(embedded_dir().parent), "MAX_TRAIN_STEPS": steps}
+    prof = expand(yaml.safe_load(src.read_text()), env, str(src))
+    overrides = prof.pop("rehearsal", {}) or {}
+    path = work / "rehearsal.yaml"
+    path.write_text(f"# {src.name} with ${{LEAF_NB_REHEARSAL}} = {data}, written by benchmarks/paper_scale.py\n" + yaml.safe_dump(prof, sort_keys=False))
+    return path, prof, overrides
+
+
+def served(models: dict) -> dict[int, dict]:
+    "port -> {names, tokenizer} of every `openai:http://127.0.0.1:PORT/v1#NAME` spec in the profile's models."
+    ports: dict[int, dict] = {}
+    for entry in models.values():
+        if not isinstance(entry, dict): entry = {"spec": entry}
+        for key in ("spec", "served"):
+            m = re.fullmatch(r"openai:http://127\.0\.0\.1:(\d+)/v1#(.+)", str(entry.get(key) or ""))
+            if not m: continue
+            p = ports.setdefault(int(m[1]), {"names": [], "tokenizer": None})
+            if m[2] not in p["names"]: p["names"].append(m[2])
+            p["tokenizer"] = p["tokenizer"] or entry.get("tokenizer")
+    return ports
+
+
+# ------------------------------------------------------------------ stand-in servers with a request log
+def standin_child(a) -> None:
+    "`_standin`: leaf_nb.standin's server with each request appended to `--log` (hash, model, max_tokens, usage)."
+    import asyncio
+    from leaf_nb import standin
+    out = open(a.log, "a", buffering=1)
+
+    class Logged(standin.Replies):
+        def complete(self, body, chat=False):
+            payload, delay = super().complete(body, chat)
+            key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+            out.write(json.dumps({"t": round(time.time(), 3), "model": body.get("model"), "key": key, "chat": chat,
+                                  "max_tokens": body.get("max_tokens"), "bias": bool(body.get("logit_bias")),
+                                  **payload["usage"]}) + "\n")
+            return payload, delay
+
+    replies = Logged(a.model, a.seed, 0.7, a.latency_per_token, a.tokenizer)
+    asyncio.run(standin._serve(replies, "127.0.0.1", a.port, lambda port: print(f"http://127.0.0.1:{port}/v1", flush=True)))
+
+
+class Servers:
+    "One logged stand-in process per port of the profile; `logs` are their request logs."
+    def __init__(self, ports: dict[int, dict], logs: Path, latency: float = 0.0):
+        self.ports, self.logdir, self.latency, self.procs = ports, logs, latency, []
+
+    def __enter__(self):
+        import select
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        for port, p in self.ports.items():
+            cmd = [sys.executable, str(Path(__file__).resolve()), "_standin", "--port", str(port), "--log", str(self.log(port)),
+                   "--latency-per-token", str(self.latency), *[x for n in p["names"] for x in ("--model", n)],
+                   *(["--tokenizer", str(p["tokenizer"])] if p["tokenizer"] else [])]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.logdir / f"standin_{port}.err", "w"), stdin=subprocess.DEVNULL)
+            self.procs.append(proc)
+        for proc, port in zip(self.procs, self.ports):
+            if not select.select([proc.stdout], [], [], 120)[0] or not proc.stdout.readline().startswith(b"http://"):
+                self.__exit__()
+                raise RuntimeError(f"stand-in on port {port} did not start: {(self.logdir / f'standin_{port}.err').read_text()[-2000:]}")
+        return self
+
+    def log(self, port: int) -> Path: return self.logdir / f"requests_{port}.jsonl"
+
+    def mark(self) -> dict[int, int]:
+        "Each log's size in bytes now: what a run adds is read from here."
+        return {p: self.log(p).stat().st_size if self.log(p).exists() else 0 for p in self.ports}
+
+    def since(self, mark: dict[int, int]):
+        "The requests logged after `mark`, one dict each (read lazily, log by log)."
+        for p in self.ports:
+            if not self.log(p).exists(): continue
+            with open(self.log(p), "rb") as f:
+                f.seek(mark.get(p, 0))
+                for line in f:
+                    if line.endswith(b"\n"): yield {**json.loads(line), "port": p}
+
+    def count_since(self, mark: dict[int, int]) -> int:
+        "Requests logged after `mark` (complete lines; counted without parsing)."
+        n = 0
+        for p in self.ports:
+            if not self.log(p).exists(): continue
+            with open(self.log(p), "rb") as f:
+                f.seek(mark.get(p, 0))
+                while (block := f.read(1 << 20)): n += block.count(b"\n")
+        return n
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            if proc.poll() is None: proc.terminate()
+        for proc in self.procs:
+            try: proc.wait(10)
+            except subprocess.TimeoutExpired: proc.kill()
+
+
+# ------------------------------------------------------------------ one notebook, watched
+class TreeWatch:
+    "Polls a process and all its descendants every `every` s: the peak of their summed RSS, and the largest single one."
+    def __init__(self, pid: int, every: float = 0.5):
+        import threading
+        self.pid, self.every, self.peak, self.peak_single, self.samples = pid, every, 0, 0, []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        import psutil
+        try: root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess: return
+        t0 = time.time()
+        while not self._stop.is_set():
+            total = single = 0
+            try: procs = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess: break
+            for p in procs:
+                try: r = p.memory_info().rss
+                except psutil.Error: continue
+                total += r; single = max(single, r)
+            self.peak, self.peak_single = max(self.peak, total), max(self.peak_single, single)
+            self.samples.append((round(time.time() - t0, 1), total))
+            self._stop.wait(self.every)
+
+    def stop(self) -> "TreeWatch":
+        self._stop.set(); self._t.join(); return self
+
+
+def cache_mb(path: Path) -> float:
+    return sum(os.path.getsize(p) for p in (str(path), f"{path}-wal") if os.path.exists(p)) / 2**20
+
+
+def leaf_nb_cmd(nb: Path, profile: Path, overrides: dict, extra: list[str] = ()) -> list[str]:
+    cmd = [str(BIN / "leaf-nb"), "reproduce", str(nb), "--profile", str(profile), *extra]
+    for k, v in overrides.items(): cmd += ["-p", k, v if isinstance(v, str) else json.dumps(v)]
+    return cmd
+
+
+def run_watched(cmd: list[str], env: dict, log_to: Path, timeout: float | None, kill_when=None) -> dict:
+    "Run `cmd`, watching its process tree; `kill_when()` true: SIGKILL the whole tree (the resume check)."
+    t = time.perf_counter()
+    with open(log_to, "w") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=err, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        watch, killed = TreeWatch(proc.pid), False
+        try:
+            while proc.poll() is None:
+                if timeout and time.perf_counter() - t > timeout:
+                    os.killpg(proc.pid, signal.SIGKILL); proc.wait(); raise TimeoutError(f"{cmd[2]}: over {timeout:.0f} s")
+                if kill_when is not None and kill_when():
+                    os.killpg(proc.pid, signal.SIGKILL); proc.wait(); killed = True
+                    break
+                time.sleep(0.2)
+        finally:
+            watch.stop()
+    return {"rc": proc.returncode, "wall_s": time.perf_counter() - t, "peak_rss_gb": watch.peak / 2**30,
+            "peak_single_gb": watch.peak_single / 2**30, "killed": killed, "rss_samples": watch.samples}
+
+
+def dry_child(a) -> None:
+    "`_dry`: `leaf_nb.runs.reproduce`'s dry run of one notebook, keeping its log (every request with its stage)."
+    from leaf_nb.runs import _output_folder, _papermill, run_parameters
+    nb = Path(a.notebook).resolve()
+    params = run_parameters(nb, profile=a.profile, files=[nb.with_name(nb.stem + ".paper.yaml")], overrides=json.loads(a.overrides))
+    params["out_dir"] = a.out_dir  # a dry run's tables are stand-ins: never over the real ones
+    Path(a.log).unlink(missing_ok=True)
+    Path(a.log).touch()
+    executed = _output_folder(nb, params) / f"{nb.stem}.executed.ipynb"
+    _papermill(nb, executed, params, {"LEAF_NB_DRY_RUN": a.log}, None)
+
+
+def dry_run(nb: Path, profile: Path, overrides: dict, cache: Path, work: Path, timeout: float | None, tag: str) -> tuple[list[dict], dict]:
+    "The dry-run log's lines for `nb` (with `cache`), and how the run went."
+    logf = work / "dry" / f"{nb.stem}.{tag}.jsonl"
+    logf.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_dry", "--notebook", str(nb), "--profile", str(profile),
+           "--overrides", json.dumps(overrides), "--log", str(logf), "--out-dir", str(work / "dry" / f"{nb.stem}.{tag}.out")]
+    res = run_watched(cmd, {**os.environ, "LEAF_NB_CACHE": str(cache)}, work / "logs" / f"{nb.stem}.dry-{tag}.log", timeout)
+    lines = [json.loads(l) for l in logf.read_text().splitlines() if l.strip()] if logf.exists() else []
+    return lines, res
+
+
+def stage_table(lines: list[dict]) -> dict[tuple[str, str], dict]:
+    "(model, stage) -> requests, cached, prompt characters and max_tokens summed, from a dry-run log."
+    out: dict[tuple[str, str], dict] = {}
+    for l in lines:
+        stage = re.sub(r" \(search \d+\)$", "", l["stage"])  # LEAF's search rounds as one stage
+        s = out.setdefault((l["model"], stage), {"calls": 0, "cached": 0, "prompt_chars": 0, "max_tokens": 0, "ops": set(), "max_tokens_values": set()})
+        s["calls"] += 1; s["cached"] += bool(l["cached"]); s["prompt_chars"] += l["prompt_chars"]; s["max_tokens"] += l["max_tokens"]
+        s["ops"].add(l["op"]); s["max_tokens_values"].add(l["max_tokens"])
+    return out
+
+
+# ------------------------------------------------------------------ GPU time
+def gpu_hours(model: str, prompt_tokens: float, completion_tokens: float, prefill: float, decode: float) -> float | None:
+    "GPU hours on H100/H200-class GPUs at the stated rates, scaled by the model's parameters (None for an API model)."
+    p = PARAMS.get(model, P_8B)
+    if p is None: return None
+    scale = P_8B / p
+    return (prompt_tokens / (prefill * scale) + completion_tokens / (decode * scale)) / 3600
+
+
+# ------------------------------------------------------------------ set-up: data, indexes, reward model
+def prepare(a) -> tuple[Path, dict, dict]:
+    "Generate (or reuse) the data, build (or reuse) the indexes and the test reward model; the filled-in profile."
+    sys.path.insert(0, str(HERE))
+    from rehearsal_data import generate
+    a.data.mkdir(parents=True, exist_ok=True)
+    generate(a.data, a.seed, a.passages, a.fraction)
+    a.work.mkdir(parents=True, exist_ok=True)
+    profile, prof, overrides = concrete_profile(a.data, a.work, a.max_train_steps)
+    builds = []
+    (a.work / "logs").mkdir(parents=True, exist_ok=True)
+    for key, kind in (("index", "bm25"), ("medrag_index", "lucene")):
+        out = Path(prof[key])
+        if (out / "retriever.json").exists(): continue
+        log(f"building the {kind} index over {a.data / 'medrag'} -> {out}")
+        busy = other_busy_cpus(a.busy_sample_s)
+        cmd = [str(BIN / "leaf-nb"), "index", str(a.data / "medrag"), "--retriever", kind, "--out", str(out), "--overwrite"]
+        res = run_watched(cmd, {**os.environ, "TQDM_DISABLE": "1"}, a.work / "logs" / f"index_{kind}.log", None)
+        if res["rc"] != 0: raise RuntimeError(f"leaf-nb index --retriever {kind} failed: {(a.work / 'logs' / f'index_{kind}.log').read_text()[-2000:]}")
+        builds.append({"retriever": kind, "passages": a.passages, "build_s": round(res["wall_s"], 1),
+                       "peak_rss_gb": round(res["peak_rss_gb"], 2), "other_busy_cpus": busy})
+    if builds:
+        with open(a.work / "index_builds.jsonl", "a") as f: f.writelines(json.dumps(b) + "\n" for b in builds)
+    from leaf_nb.selftrain import build_test_reward_model
+    build_test_reward_model(a.data / "models")
+    return profile, prof, overrides
+
+
+# ------------------------------------------------------------------ one notebook's rehearsal
+def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: Servers, extra: dict | None = None,
+             tag: str = "", kill_at: int | None = None, keep_keys: bool = False) -> dict:
+    "Run one paper notebook against the rehearsal profile; its row of paper_scale.csv (and its stage counts)."
+    name = nb.stem + (f"@{tag}" if tag else "")
+    over = {**(overrides.get("all") or {}), **(overrides.get(nb.stem) or {}), **(extra or {})}
+    cache = a.work / "cache" / f"{name}.sqlite"
+    if a.fresh:
+        for s in ("", "-wal", "-shm"): Path(f"{cache}{s}").unlink(missing_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    (a.work / "logs").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "LEAF_NB_CACHE": str(cache), "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore"}
+    busy = other_busy_cpus(a.busy_sample_s)
+    mark = servers.mark()
+    kill_when = None
+    if kill_at is not None:
+        state = {"t": 0.0}
+        def kill_when():  # the logs counted at most every 2 s: the kill lands near `kill_at`, not on it
+            if time.time() - state["t"] < 2: return False
+            state["t"] = time.time()
+            return servers.count_since(mark) >= kill_at
+    log(f"{name}: running ({'an empty' if a.fresh else 'reusing the'} cache {cache})")
+    res = run_watched(leaf_nb_cmd(nb, profile, over), env, a.work / "logs" / f"{name}.log", a.timeout, kill_when)
+    row = {"notebook": nb.stem, "tag": tag, "rc": res["rc"], "killed": res["killed"], "harness_s": round(res["wall_s"], 1),
+           "peak_rss_gb": round(res["peak_rss_gb"], 3), "peak_single_gb": round(res["peak_single_gb"], 3),
+           "cache_mb": round(cache_mb(cache), 1), "other_busy_cpus": busy,
+           "max_train_steps": a.max_train_steps, "overrides": json.dumps(over, sort_keys=True)}
+    by_model: dict[str, dict] = {}
+    groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [requests, completion tokens]
+    keys = {} if keep_keys else None
+    n_sent = 0
+    for r in servers.since(mark):
+        n_sent += 1
+        m = by_model.setdefault(r["model"], {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        m["requests"] += 1; m["prompt_tokens"] += r["prompt_tokens"]; m["completion_tokens"] += r["completion_tokens"]
+        g = groups.setdefault((r["model"], r["max_tokens"], r["bias"]), [0, 0]); g[0] += 1; g[1] += r["completion_tokens"]
+        if keys is not None: keys[r["key"]] = keys.get(r["key"], 0) + 1
+    row["http_requests"] = n_sent
+    row["prompt_tokens"] = sum(m["prompt_tokens"] for m in by_model.values())
+    row["completion_tokens"] = sum(m["completion_tokens"] for m in by_model.values())
+    hours = [gpu_hours(m, v["prompt_tokens"], v["completion_tokens"], a.prompt_tokens_per_s, a.tokens_per_s) for m, v in by_model.items()]
+    row["gpu_hours"] = round(sum(h for h in hours if h is not None), 2)
+    row["by_model"] = json.dumps(by_model, sort_keys=True)
+    row["_groups"], row["_keys"] = groups, keys
+    if res["rc"] != 0 and not res["killed"]:
+        row["error"] = (a.work / "logs" / f"{name}.log").read_text()[-1500:].replace("\n", " | ")
+        log(f"{name}: FAILED (rc {res['rc']}); see {a.work / 'logs' / f'{name}.log'}")
+        return row
+    if res["killed"] or not a.stages: return row
+    log(f"{name}: {n_sent:,} requests in {res['wall_s']:.0f} s; labelling them by stage (dry run over the full cache)")
+    lines, dres = dry_run(nb, profile, over, cache, a.work, a.timeout, f"replay{('-' + tag) if tag else ''}")
+    stages = stage_table(lines)
+    row["calls"] = sum(s["calls"] for s in stages.values())
+    row["calls_not_cached_in_replay"] = sum(s["calls"] - s["cached"] for s in stages.values())  # 0: the replay walked the real path
+    row["replay_s"] = round(dres["wall_s"], 1)
+    row["stages"] = json.dumps({f"{m} | {s}": v["calls"] for (m, s), v in stages.items()})
+    owners: dict[tuple, list] = {}  # (model, max_tokens) -> the generate stages that use it
+    for (m, st), d in stages.items():
+        if d["ops"] == {"generate"} and len(d["max_tokens_values"]) == 1: owners.setdefault((m, next(iter(d["max_tokens_values"]))), []).append(st)
+    srows = []
+    for (m, st), d in stages.items():
+        per = None
+        if d["ops"] == {"generate"} and len(d["max_tokens_values"]) == 1:
+            mt = next(iter(d["max_tokens_values"]))
+            g = groups.get((m, mt, False))
+            if g and owners[(m, mt)] == [st]: per = round(g[1] / max(1, g[0]), 1)  # one stage owns that (model, max_tokens)
+        elif d["ops"] == {"label_logprob"}: per = 1.0  # one forced token per request
+        srows.append({"model": m, "stage": st, "calls": d["calls"], "cached": d["cached"], "prompt_chars": d["prompt_chars"],
+                      "completion_tokens_per_call": per, "ops": "/".join(sorted(d["ops"])),
+                      "max_tokens_values": "/".join(map(str, sorted(d["max_tokens_values"])))})
+    row["_stage_rows"] = srows
+    return row
+
+
+# ------------------------------------------------------------------ the estimate a dry run gives before a run
+SIZE_PARAMS = {"n_questions": "question", "n_eval": "question", "n_test": "claim"}  # the parameter a smaller dry run shrinks
+
+
+def estimate(nb: Path, a, profile: Path, overrides: dict, units_full: int | None) -> dict:
+    "The dry run's estimate of calls and tokens for the full run, from a dry run over `--dry-run-units` units per dataset."
+    import papermill as pm
+    declared = pm.inspect_notebook(str(nb))
+    over = {**(overrides.get("all") or {}), **(overrides.get(nb.stem) or {})}
+    size = next((p for p in SIZE_PARAMS if p in declared), None)
+    if size: over[size] = a.dry_run_units
+    if "n_train" in declared and size == "n_test": over["n_train"] = a.dry_run_units
+    cache = a.work / "cache" / f"{nb.stem}.estimate.sqlite"
+    for s in ("", "-wal", "-shm"): Path(f"{cache}{s}").unlink(missing_ok=True)
+    lines, res = dry_run(nb, profile, over, cache, a.work, a.timeout, "estimate")
+    if res["rc"] != 0:
+        return {"dry_error": (a.work / "logs" / f"{nb.stem}.dry-estimate.log").read_text()[-800:].replace("\n", " | ")}
+    calls = len(lines)
+    return {"dry_units": a.dry_run_units if size else None, "dry_calls": calls, "dry_s": round(res["wall_s"], 1),
+            "dry_prompt_tokens": round(sum(l["prompt_chars"] for l in lines) / 4), "dry_max_tokens": sum(l["max_tokens"] for l in lines)}
+
+
+# ------------------------------------------------------------------ CSV output
+COLUMNS = ["date", "notebook", "tag", "rc", "killed", "questions", "calls", "http_requests", "prompt_tokens", "completion_tokens",
+           "harness_s", "peak_rss_gb", "peak_single_gb", "cache_mb", "out_mb", "gpu_hours", "dry_units", "dry_calls",
+           "dry_prompt_tokens", "dry_max_tokens", "dry_calls_projected", "max_train_steps", "other_busy_cpus", "replay_s",
+           "calls_not_cached_in_replay", "stages", "by_model", "overrides", "error", "tokens_per_s", "prompt_tokens_per_s",
+           "command", "note"]
+STAGE_COLUMNS = ["date", "notebook", "stage", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
+                 "completion_tokens_per_call", "max_tokens_values", "ops", "command", "note"]
+
+
+def units_of(nb: Path, prof: dict, manifest: dict, over: dict) -> tuple[str, int]:
+    "The notebook's unit (question / claim) and how many of them its paper profile reads (a rough count for the CSV)."
+    paper = nb.parent.name
+    unit = UNITS.get(paper, "question")
+    import yaml
+    pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
+    if paper == "ffrr":
+        ds = pp.get("datasets", ["rawfc", "liar-raw"])
+        return unit, sum(manifest["claims"][d]["test"] for d in ds if d in manifest["claims"]) if "datasets" in pp else sum(sum(v.values()) for v in manifest["claims"].values())
+    if str(pp.get("benchmark", "")).startswith("@medqa"):
+        return unit, len(pp.get("question_ids") or []) or pp.get("n_questions", 1) if "n_questions" in pp else 1
+    ds = pp.get("datasets", [])
+    return unit, sum(manifest["mirage"].get(d, 0) for d in ds)
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path("/tmp/rehearsal/data"), help="the rehearsal data folder (generated if missing)")
+    ap.add_argument("--work", type=Path, default=None, help="caches, logs and the filled-in profile (default: <data>-run beside the data folder)")
+    ap.add_argument("--only", nargs="+", default=None, help="notebook names (stems) to run; default: every paper notebook")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--passages", type=int, default=1_000_000)
+    ap.add_argument("--fraction", type=float, default=1.0, help="questions and claims at this share of the real counts (tests)")
+    ap.add_argument("--max-train-steps", type=int, default=2, help="optimiser steps each training stage may take")
+    ap.add_argument("--latency-per-token", type=float, default=0.0, help="the stand-ins' seconds per completion token")
+    ap.add_argument("--tokens-per-s", type=float, default=DECODE_8B, help="generated tokens/s of an 8B model per GPU, for the projection")
+    ap.add_argument("--prompt-tokens-per-s", type=float, default=PREFILL_8B, help="prompt tokens/s of an 8B model per GPU")
+    ap.add_argument("--dry-run-units", type=int, default=20, help="questions (claims) per dataset of the estimating dry run")
+    ap.add_argument("--no-estimate", action="store_true", help="skip the estimating dry run")
+    ap.add_argument("--no-stages", dest="stages", action="store_false", help="skip the labelling dry run after each run")
+    ap.add_argument("--keep-cache", dest="fresh", action="store_false", help="reuse each notebook's cache (default: start empty)")
+    ap.add_argument("--rss-curve", action="store_true", help="Table 1 at 200 and 1,000 questions per dataset and in full")
+    ap.add_argument("--resume-check", action="store_true", help="Table 1 killed (-9) half way, rerun; repeats and losses counted")
+    ap.add_argument("--table", action="store_true", help="print the cost tables (Markdown) from the CSVs and stop")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per notebook")
+    ap.add_argument("--csv", type=Path, default=RESULTS / "paper_scale.csv")
+    ap.add_argument("--stage-csv", type=Path, default=RESULTS / "calls_per_question.csv")
+    ap.add_argument("--note", default="", help="e.g. 'busy machine'")
+    ap.add_argument("--busy-sample-s", type=float, default=3.0)
+    a = ap.parse_args(argv)
+    if a.table:
+        print(cost_tables(a.csv)); return []
+    a.data = a.data.resolve()
+    a.work = (a.work or a.data.parent / f"{a.data.name}-run").resolve()
+    profile, prof, overrides = prepare(a)
+    manifest = json.loads((a.data / "manifest.json").read_text())
+    from leaf_nb.runs import paper_notebooks
+    nbs = paper_notebooks()
+    if a.only:
+        unknown = sorted(set(a.only) - {n.stem for n in nbs})
+        if unknown: ap.error(f"no paper notebook {unknown}; they are {[n.stem for n in nbs]}")
+        nbs = [n for n in nbs if n.stem in a.only]
+    if a.rss_curve or a.resume_check: nbs = [n for n in nbs if n.stem == "table1_filtered_accuracy"]
+    rows = []
+    with Servers(served(prof["models"]), a.work / "standin", a.latency_per_token) as servers:
+        for nb in nbs:
+            if a.resume_check: rows += resume_check(nb, a, profile, prof, overrides, servers); continue
+            plans = [({"n_questions": n}, f"n{n}") for n in (200, 1000)] + [({}, "")] if a.rss_curve else [({}, "")]
+            for extra, tag in plans:
+                est = {} if a.no_estimate or tag else estimate(nb, a, profile, overrides, None)
+                row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
+                unit, n_units = units_of(nb, prof, manifest, extra)
+                if extra.get("n_questions"): n_units = sum(min(extra["n_questions"], v) for d, v in manifest["mirage"].items())
+                row.update(est, questions=n_units, tokens_per_s=a.tokens_per_s, prompt_tokens_per_s=a.prompt_tokens_per_s,
+                           note=a.note, out_mb=round(_du(Path(over_out(overrides)) / nb.parent.name / "rehearsal") if over_out(overrides) else 0, 1))
+                if est.get("dry_units") and row.get("calls") is not None:
+                    per = est["dry_calls"] / max(1, _dry_units_total(nb, manifest, est["dry_units"]))
+                    row["dry_calls_projected"] = round(per * n_units)
+                stage_rows = row.pop("_stage_rows", []); row.pop("_groups", None); row.pop("_keys", None)
+                log(f"{nb.stem}{'@' + tag if tag else ''}: " + json.dumps({k: row.get(k) for k in ("rc", "calls", "http_requests", "harness_s", "peak_rss_gb", "cache_mb", "gpu_hours", "dry_calls_projected")}))
+                rows.append(row)
+                if a.csv: append_rows(a.csv, COLUMNS, [row], "benchmarks/paper_scale.py")
+                if a.stage_csv and stage_rows and not tag:
+                    srows = [{"notebook": nb.stem, "unit": unit, "units": n_units, **s, "calls_per_unit": round(s["calls"] / max(1, n_units), 3),
+                              "prompt_tokens_per_call": round(s["prompt_chars"] / 4 / max(1, s["calls"]), 1),
+                              "note": a.note} for s in stage_rows]
+                    append_rows(a.stage_csv, STAGE_COLUMNS, srows, "benchmarks/paper_scale.py")
+    return rows
+
+
+def over_out(overrides: dict) -> str: return (overrides.get("all") or {}).get("out_dir", "")
+
+
+def _du(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20 if folder.exists() else 0.0
+
+
+def _dry_units_total(nb: Path, manifest: dict, per: int) -> int:
+    "How many units the estimating dry run read: `per` of each dataset the paper profile names (capped at its size)."
+    import yaml
+    pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
+    if nb.parent.name == "ffrr": return sum(min(per, manifest["claims"][d]["test"]) for d in pp.get("datasets", []))
+    return sum(min(per, manifest["mirage"].get(d, 0)) for d in pp.get("datasets", [])) or 1
+
+
+# ------------------------------------------------------------------ the resume check
+def resume_check(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: Servers) -> list[dict]:
+    """Table 1 run in full once (the reference), then again from an empty cache, killed with SIGKILL (the whole process
+    tree) once it has sent about half the reference's requests, then rerun to the end on that cache. From the stand-in
+    logs: requests sent more than once over the two parts (repeats; a request answered but not yet stored when the kill
+    came would be one), and reference requests never sent (lost). Both must be zero."""
+    a.fresh, a.stages = True, False
+    ref = rehearse(nb, a, profile, prof, overrides, servers, tag="resume-ref", keep_keys=True)
+    first = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", kill_at=ref["http_requests"] // 2, keep_keys=True)
+    a.fresh = False
+    second = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", keep_keys=True)
+    k_ref, k1, k2 = ref.pop("_keys"), first.pop("_keys"), second.pop("_keys")
+    for r in (ref, first, second): r.pop("_groups", None); r.pop("_stage_rows", None)
+    both = dict(k1)
+    for k, c in k2.items(): both[k] = both.get(k, 0) + c
+    counts = {"reference_requests": ref["http_requests"], "sent_before_kill": first["http_requests"], "sent_after": second["http_requests"],
+              "repeated": sum(c - 1 for c in both.values() if c > 1), "repeated_within_reference": sum(c - 1 for c in k_ref.values() if c > 1),
+              "lost": len(set(k_ref) - set(both)), "not_in_reference": len(set(both) - set(k_ref)), "killed": first["killed"],
+              "killed_after_s": first["harness_s"]}
+    row = {**second, "tag": "resume-check", "http_requests": first["http_requests"] + second["http_requests"], "note": json.dumps(counts)}
+    log(f"resume check: {row['note']}")
+    if a.csv: append_rows(a.csv, COLUMNS, [ref, first, row], "benchmarks/paper_scale.py")
+    if second["rc"] != 0 or not first["killed"] or counts["repeated"] or counts["lost"]:
+        raise SystemExit(f"resume check failed: {row['note']} (rerun rc {second['rc']})")
+    return [ref, row]
+
+
+# ------------------------------------------------------------------ the cost tables for the README
+def cost_tables(path: Path) -> str:
+    return ""
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("_standin", "_dry"):
+        ap = argparse.ArgumentParser()
+        ap.add_argument("cmd")
+        if sys.argv[1] == "_standin":
+            ap.add_argument("--port", type=int, required=True); ap.add_argument("--log", required=True)
+            ap.add_argument("--model", action="append", required=True); ap.add_argument("--tokenizer", default=None)
+            ap.add_argument("--latency-per-token", type=float, default=0.0); ap.add_argument("--seed", type=int, default=0)
+            standin_child(ap.parse_args())
+        else:
+            for k in ("notebook", "profile", "overrides", "log", "out-dir"): ap.add_argument(f"--{k}", required=True)
+            dry_child(ap.parse_args())
+    else:
+        main()
