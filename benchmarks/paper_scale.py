@@ -7,8 +7,9 @@ MedRAG corpus).
 
     nice -n 10 python benchmarks/paper_scale.py --data /tmp/rehearsal/data --only table1_filtered_accuracy
     nice -n 10 python benchmarks/paper_scale.py --data /tmp/rehearsal/data              # every paper notebook
-    python benchmarks/paper_scale.py --data /tmp/rehearsal/data --rss-curve           # Table 1 at 1k, 4.1k, 7.6k questions
+    python benchmarks/paper_scale.py --data /tmp/rehearsal/data --rss-curve           # Table 1 at 1k and 4.1k questions (7.6k: the plain run)
     python benchmarks/paper_scale.py --data /tmp/rehearsal/data --resume-check        # kill -9 Table 1 half way, rerun, count
+    python benchmarks/paper_scale.py --data /tmp/rehearsal/data --two-jobs            # Table 1 and leakage at once, one cache
     python benchmarks/paper_scale.py --table                                          # the cost tables from the CSVs (Markdown)
 
 Per notebook it writes one row to `benchmarks/results/paper_scale.csv`: model calls and HTTP requests, prompt and
@@ -76,12 +77,20 @@ def expand(value, env: dict, where: str):
     return int(out) if re.fullmatch(r"\$\{\w+\}", value) and re.fullmatch(r"-?\d+", out) else out
 
 
-def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE) -> tuple[Path, dict, dict]:
-    "The rehearsal profile with its `${...}` filled in, written to `work`; its models, and its per-notebook overrides."
+def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE, free_ports: bool = False) -> tuple[Path, dict, dict]:
+    """The rehearsal profile with its `${...}` filled in (and, with `free_ports`, each server port moved to a free one, so
+    that two rehearsals can run at once), written to `work`; its models, and its per-notebook overrides."""
     import yaml
-    from leaf_nb.llm import embedded_dir
+    from leaf_nb.llm import embedded_dir, free_port
     env = {"LEAF_NB_REHEARSAL": str(data), "LEAF_NB_MODELS": str(embedded_dir().parent), "MAX_TRAIN_STEPS": steps}
     prof = expand(yaml.safe_load(src.read_text()), env, str(src))
+    if free_ports:
+        moved: dict[str, str] = {}
+        def move(v):
+            if isinstance(v, dict): return {k: move(x) for k, x in v.items()}
+            if not isinstance(v, str): return v
+            return re.sub(r"127\.0\.0\.1:(\d+)", lambda m: "127.0.0.1:" + moved.setdefault(m[1], str(free_port())), v)
+        prof["models"] = move(prof["models"])
     overrides = prof.pop("rehearsal", {}) or {}
     path = work / "rehearsal.yaml"
     path.write_text(f"# {src.name} with ${{LEAF_NB_REHEARSAL}} = {data}, written by benchmarks/paper_scale.py\n" + yaml.safe_dump(prof, sort_keys=False))
@@ -280,19 +289,20 @@ def gpu_hours(model: str, prompt_tokens: float, completion_tokens: float, prefil
 
 
 # ------------------------------------------------------------------ set-up: data, indexes, reward model
-def prepare(a) -> tuple[Path, dict, dict]:
-    "Generate (or reuse) the data, build (or reuse) the indexes and the test reward model; the filled-in profile."
+def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
+    """Generate (or reuse) the data, build (or reuse) the indexes that the notebooks' parameters `needs` name and the test
+    reward model; the filled-in profile."""
     sys.path.insert(0, str(HERE))
     from rehearsal_data import generate
     a.data.mkdir(parents=True, exist_ok=True)
     generate(a.data, a.seed, a.passages, a.fraction)
     a.work.mkdir(parents=True, exist_ok=True)
-    profile, prof, overrides = concrete_profile(a.data, a.work, a.max_train_steps)
+    profile, prof, overrides = concrete_profile(a.data, a.work, a.max_train_steps, free_ports=a.free_ports)
     builds = []
     (a.work / "logs").mkdir(parents=True, exist_ok=True)
     for key, kind in (("index", "bm25"), ("medrag_index", "lucene")):
         out = Path(prof[key])
-        if (out / "retriever.json").exists(): continue
+        if (out / "retriever.json").exists() or key not in needs: continue
         log(f"building the {kind} index over {a.data / 'medrag'} -> {out}")
         busy = other_busy_cpus(a.busy_sample_s)
         cmd = [str(BIN / "leaf-nb"), "index", str(a.data / "medrag"), "--retriever", kind, "--out", str(out), "--overwrite"]
@@ -308,11 +318,18 @@ def prepare(a) -> tuple[Path, dict, dict]:
 
 
 # ------------------------------------------------------------------ one notebook's rehearsal
+def notebook_overrides(nb: Path, overrides: dict, extra: dict | None = None) -> dict:
+    "The -p values of one notebook's rehearsal: the profile's `rehearsal:` entries for all and for it (out_dir gets the paper's folder), then `extra`."
+    over = {**(overrides.get("all") or {}), **(overrides.get(nb.stem) or {}), **(extra or {})}
+    if "out_dir" in over: over["out_dir"] = str(Path(over["out_dir"]) / nb.parent.name)  # <out_dir>/<paper>/rehearsal/, as figures/ is
+    return over
+
+
 def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: Servers, extra: dict | None = None,
              tag: str = "", kill_at: int | None = None, keep_keys: bool = False) -> dict:
     "Run one paper notebook against the rehearsal profile; its row of paper_scale.csv (and its stage counts)."
     name = nb.stem + (f"@{tag}" if tag else "")
-    over = {**(overrides.get("all") or {}), **(overrides.get(nb.stem) or {}), **(extra or {})}
+    over = notebook_overrides(nb, overrides, extra)
     cache = a.work / "cache" / f"{name}.sqlite"
     if a.fresh:
         for s in ("", "-wal", "-shm"): Path(f"{cache}{s}").unlink(missing_ok=True)
@@ -330,6 +347,9 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
             return servers.count_since(mark) >= kill_at
     log(f"{name}: running ({'an empty' if a.fresh else 'reusing the'} cache {cache})")
     res = run_watched(leaf_nb_cmd(nb, profile, over), env, a.work / "logs" / f"{name}.log", a.timeout, kill_when)
+    with open(a.work / "slices.jsonl", "a") as f:  # where this run's requests sit in the stand-in logs (the resume check's reference)
+        f.write(json.dumps({"notebook": nb.stem, "tag": tag, "rc": res["rc"], "killed": res["killed"], "over": over,
+                            "start": mark, "end": servers.mark()}) + "\n")
     row = {"notebook": nb.stem, "tag": tag, "rc": res["rc"], "killed": res["killed"], "harness_s": round(res["wall_s"], 1),
            "peak_rss_gb": round(res["peak_rss_gb"], 3), "peak_single_gb": round(res["peak_single_gb"], 3),
            "cache_mb": round(cache_mb(cache), 1), "other_busy_cpus": busy,
@@ -385,22 +405,30 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
 SIZE_PARAMS = {"n_questions": "question", "n_eval": "question", "n_test": "claim"}  # the parameter a smaller dry run shrinks
 
 
-def estimate(nb: Path, a, profile: Path, overrides: dict, units_full: int | None) -> dict:
-    "The dry run's estimate of calls and tokens for the full run, from a dry run over `--dry-run-units` units per dataset."
+def estimate(nb: Path, a, profile: Path, overrides: dict, manifest: dict) -> dict:
+    """What `--dry-run` says the run needs, before it runs: the dry run itself over `--dry-run-units` questions (claims)
+    per dataset where the paper profile reads all of them (its calls then scaled to the full count), else in full."""
     import papermill as pm
+    import yaml
     declared = pm.inspect_notebook(str(nb))
-    over = {**(overrides.get("all") or {}), **(overrides.get(nb.stem) or {})}
+    pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
+    over = notebook_overrides(nb, overrides)
     size = next((p for p in SIZE_PARAMS if p in declared), None)
-    if size: over[size] = a.dry_run_units
-    if "n_train" in declared and size == "n_test": over["n_train"] = a.dry_run_units
+    shrink = size is not None and pp.get(size, None) == 0  # the paper reads every question: a smaller dry run, scaled up
+    if shrink:
+        over[size] = a.dry_run_units
+        if size == "n_test" and "n_train" in declared: over["n_train"] = a.dry_run_units
     cache = a.work / "cache" / f"{nb.stem}.estimate.sqlite"
     for s in ("", "-wal", "-shm"): Path(f"{cache}{s}").unlink(missing_ok=True)
     lines, res = dry_run(nb, profile, over, cache, a.work, a.timeout, "estimate")
     if res["rc"] != 0:
         return {"dry_error": (a.work / "logs" / f"{nb.stem}.dry-estimate.log").read_text()[-800:].replace("\n", " | ")}
-    calls = len(lines)
-    return {"dry_units": a.dry_run_units if size else None, "dry_calls": calls, "dry_s": round(res["wall_s"], 1),
-            "dry_prompt_tokens": round(sum(l["prompt_chars"] for l in lines) / 4), "dry_max_tokens": sum(l["max_tokens"] for l in lines)}
+    _, full = units_of(nb, manifest)
+    read = _dry_units_total(nb, manifest, a.dry_run_units) if shrink else full
+    return {"dry_units": read, "dry_calls": len(lines), "dry_s": round(res["wall_s"], 1),
+            "dry_calls_projected": round(len(lines) * full / max(1, read)),
+            "dry_prompt_tokens": round(sum(l["prompt_chars"] for l in lines) / 4 * full / max(1, read)),
+            "dry_max_tokens": round(sum(l["max_tokens"] for l in lines) * full / max(1, read))}
 
 
 # ------------------------------------------------------------------ CSV output
@@ -409,23 +437,33 @@ COLUMNS = ["date", "notebook", "tag", "rc", "killed", "questions", "calls", "htt
            "dry_prompt_tokens", "dry_max_tokens", "dry_calls_projected", "max_train_steps", "other_busy_cpus", "replay_s",
            "calls_not_cached_in_replay", "stages", "by_model", "overrides", "error", "tokens_per_s", "prompt_tokens_per_s",
            "command", "note"]
-STAGE_COLUMNS = ["date", "notebook", "stage", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
+STAGE_COLUMNS = ["date", "notebook", "stage", "model_role", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
                  "completion_tokens_per_call", "max_tokens_values", "ops", "command", "note"]
 
 
-def units_of(nb: Path, prof: dict, manifest: dict, over: dict) -> tuple[str, int]:
-    "The notebook's unit (question / claim) and how many of them its paper profile reads (a rough count for the CSV)."
+def roles(models: dict) -> dict[str, str]:
+    "Served model name -> its entry in the profile (the role a paper profile names it by, e.g. qwen2_72b)."
+    out = {}
+    for role, entry in models.items():
+        for key in ("spec", "served"):
+            spec = str((entry if isinstance(entry, dict) else {"spec": entry}).get(key) or "")
+            if spec.startswith("openai:") and "#" in spec: out.setdefault(spec.split("#", 1)[1], role)
+    return out
+
+
+def units_of(nb: Path, manifest: dict) -> tuple[str, int]:
+    """The notebook's unit and how many its paper profile reads: MIRAGE questions of its datasets; MedQA questions
+    (Figure 7's six, the worked example's one); FFRR's test claims (Table 1: every claim of all splits)."""
+    import yaml
     paper = nb.parent.name
     unit = UNITS.get(paper, "question")
-    import yaml
     pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
     if paper == "ffrr":
-        ds = pp.get("datasets", ["rawfc", "liar-raw"])
-        return unit, sum(manifest["claims"][d]["test"] for d in ds if d in manifest["claims"]) if "datasets" in pp else sum(sum(v.values()) for v in manifest["claims"].values())
+        if "datasets" not in pp: return unit, sum(sum(v.values()) for v in manifest["claims"].values())
+        return unit, sum(manifest["claims"][d]["test"] for d in pp["datasets"] if d in manifest["claims"])
     if str(pp.get("benchmark", "")).startswith("@medqa"):
-        return unit, len(pp.get("question_ids") or []) or pp.get("n_questions", 1) if "n_questions" in pp else 1
-    ds = pp.get("datasets", [])
-    return unit, sum(manifest["mirage"].get(d, 0) for d in ds)
+        return unit, len(pp.get("question_ids") or []) or int(pp.get("n_questions", 1))
+    return unit, sum(manifest["mirage"].get(d, 0) for d in pp.get("datasets", []))
 
 
 def main(argv=None) -> list[dict]:
@@ -444,21 +482,27 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--no-estimate", action="store_true", help="skip the estimating dry run")
     ap.add_argument("--no-stages", dest="stages", action="store_false", help="skip the labelling dry run after each run")
     ap.add_argument("--keep-cache", dest="fresh", action="store_false", help="reuse each notebook's cache (default: start empty)")
-    ap.add_argument("--rss-curve", action="store_true", help="Table 1 at 200 and 1,000 questions per dataset and in full")
+    ap.add_argument("--rss-curve", action="store_true", help="Table 1 at --rss-curve-sizes questions per dataset (the full run is the plain one)")
+    ap.add_argument("--rss-curve-sizes", type=int, nargs="+", default=[200, 1000], help="n_questions per dataset: 200 x 5 = 1,000 and 4,118 questions")
     ap.add_argument("--resume-check", action="store_true", help="Table 1 killed (-9) half way, rerun; repeats and losses counted")
+    ap.add_argument("--two-jobs", action="store_true", help="Table 1 and the leakage notebook at once on one cache (they share answers)")
+    ap.add_argument("--two-jobs-questions", type=int, default=200, help="Table 1's n_questions per dataset in --two-jobs (leakage: in full)")
     ap.add_argument("--table", action="store_true", help="print the cost tables (Markdown) from the CSVs and stop")
+    ap.add_argument("--write", action="store_true", help="with --table: put them between the markers in nbs/index.ipynb and data/README.md")
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per notebook")
+    ap.add_argument("--free-ports", action="store_true", help="serve on free ports instead of the profile's (another rehearsal holds them)")
     ap.add_argument("--csv", type=Path, default=RESULTS / "paper_scale.csv")
     ap.add_argument("--stage-csv", type=Path, default=RESULTS / "calls_per_question.csv")
     ap.add_argument("--note", default="", help="e.g. 'busy machine'")
     ap.add_argument("--busy-sample-s", type=float, default=3.0)
     a = ap.parse_args(argv)
     if a.table:
-        print(cost_tables(a.csv)); return []
+        print(cost_tables(a.csv))
+        if a.write: log(f"rewrote {[str(p.relative_to(REPO)) for p in write_tables(a.csv)] or 'nothing (already up to date)'}")
+        return []
     a.data = a.data.resolve()
     a.work = (a.work or a.data.parent / f"{a.data.name}-run").resolve()
-    profile, prof, overrides = prepare(a)
-    manifest = json.loads((a.data / "manifest.json").read_text())
+    import papermill as pm
     from leaf_nb.runs import paper_notebooks
     nbs = paper_notebooks()
     if a.only:
@@ -466,34 +510,35 @@ def main(argv=None) -> list[dict]:
         if unknown: ap.error(f"no paper notebook {unknown}; they are {[n.stem for n in nbs]}")
         nbs = [n for n in nbs if n.stem in a.only]
     if a.rss_curve or a.resume_check: nbs = [n for n in nbs if n.stem == "table1_filtered_accuracy"]
+    if a.two_jobs: nbs = [n for n in paper_notebooks() if n.stem in ("table1_filtered_accuracy", "leakage")]
+    profile, prof, overrides = prepare(a, {k for nb in nbs for k in pm.inspect_notebook(str(nb))})
+    manifest = json.loads((a.data / "manifest.json").read_text())
     rows = []
     with Servers(served(prof["models"]), a.work / "standin", a.latency_per_token) as servers:
+        if a.two_jobs:
+            two_jobs(nbs, a, profile, overrides, servers, {"table1_filtered_accuracy": {"n_questions": a.two_jobs_questions}})
+            return rows
         for nb in nbs:
             if a.resume_check: rows += resume_check(nb, a, profile, prof, overrides, servers); continue
-            plans = [({"n_questions": n}, f"n{n}") for n in (200, 1000)] + [({}, "")] if a.rss_curve else [({}, "")]
+            plans = [({"n_questions": n}, f"n{n}") for n in a.rss_curve_sizes] if a.rss_curve else [({}, "")]
             for extra, tag in plans:
-                est = {} if a.no_estimate or tag else estimate(nb, a, profile, overrides, None)
+                est = {} if a.no_estimate or tag else estimate(nb, a, profile, overrides, manifest)
                 row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
-                unit, n_units = units_of(nb, prof, manifest, extra)
+                unit, n_units = units_of(nb, manifest)
                 if extra.get("n_questions"): n_units = sum(min(extra["n_questions"], v) for d, v in manifest["mirage"].items())
                 row.update(est, questions=n_units, tokens_per_s=a.tokens_per_s, prompt_tokens_per_s=a.prompt_tokens_per_s,
-                           note=a.note, out_mb=round(_du(Path(over_out(overrides)) / nb.parent.name / "rehearsal") if over_out(overrides) else 0, 1))
-                if est.get("dry_units") and row.get("calls") is not None:
-                    per = est["dry_calls"] / max(1, _dry_units_total(nb, manifest, est["dry_units"]))
-                    row["dry_calls_projected"] = round(per * n_units)
+                           note=a.note, out_mb=round(_du(Path(notebook_overrides(nb, overrides).get("out_dir", "")) / "rehearsal"), 1))
                 stage_rows = row.pop("_stage_rows", []); row.pop("_groups", None); row.pop("_keys", None)
                 log(f"{nb.stem}{'@' + tag if tag else ''}: " + json.dumps({k: row.get(k) for k in ("rc", "calls", "http_requests", "harness_s", "peak_rss_gb", "cache_mb", "gpu_hours", "dry_calls_projected")}))
                 rows.append(row)
                 if a.csv: append_rows(a.csv, COLUMNS, [row], "benchmarks/paper_scale.py")
                 if a.stage_csv and stage_rows and not tag:
-                    srows = [{"notebook": nb.stem, "unit": unit, "units": n_units, **s, "calls_per_unit": round(s["calls"] / max(1, n_units), 3),
+                    srows = [{"notebook": nb.stem, "unit": unit, "units": n_units, **s, "model_role": roles(prof["models"]).get(s["model"], s["model"]),
+                              "calls_per_unit": round(s["calls"] / max(1, n_units), 3),
                               "prompt_tokens_per_call": round(s["prompt_chars"] / 4 / max(1, s["calls"]), 1),
                               "note": a.note} for s in stage_rows]
                     append_rows(a.stage_csv, STAGE_COLUMNS, srows, "benchmarks/paper_scale.py")
     return rows
-
-
-def over_out(overrides: dict) -> str: return (overrides.get("all") or {}).get("out_dir", "")
 
 
 def _du(folder: Path) -> float:
@@ -515,7 +560,8 @@ def resume_check(nb: Path, a, profile: Path, prof: dict, overrides: dict, server
     logs: requests sent more than once over the two parts (repeats; a request answered but not yet stored when the kill
     came would be one), and reference requests never sent (lost). Both must be zero."""
     a.fresh, a.stages = True, False
-    ref = rehearse(nb, a, profile, prof, overrides, servers, tag="resume-ref", keep_keys=True)
+    ref = reference_run(nb, a, servers)
+    if ref is None: ref = rehearse(nb, a, profile, prof, overrides, servers, tag="resume-ref", keep_keys=True)
     first = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", kill_at=ref["http_requests"] // 2, keep_keys=True)
     a.fresh = False
     second = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", keep_keys=True)
@@ -535,9 +581,153 @@ def resume_check(nb: Path, a, profile: Path, prof: dict, overrides: dict, server
     return [ref, row]
 
 
+def two_jobs(nbs: list[Path], a, profile: Path, overrides: dict, servers: Servers, extra: dict) -> dict:
+    """Two notebooks at once on one cache file (as two `leaf-nb reproduce` on one workstation share the default cache):
+    both must finish, neither may meet a locked database, and the cache must hold every request either sent. Requests
+    both sent are counted: two runs that ask the same call at the same moment each compute it (the first stored wins)."""
+    import threading
+    cache = a.work / "cache" / "two-jobs.sqlite"
+    for s in ("", "-wal", "-shm"): Path(f"{cache}{s}").unlink(missing_ok=True)
+    env = {**os.environ, "LEAF_NB_CACHE": str(cache), "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore"}
+    mark, results = servers.mark(), {}
+    def go(nb):
+        results[nb.stem] = run_watched(leaf_nb_cmd(nb, profile, notebook_overrides(nb, overrides, extra.get(nb.stem))), env,
+                                       a.work / "logs" / f"{nb.stem}@two-jobs.log", a.timeout)
+    threads = [threading.Thread(target=go, args=(nb,)) for nb in nbs]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    keys: dict[str, int] = {}
+    for r in servers.since(mark): keys[r["key"]] = keys.get(r["key"], 0) + 1
+    from leaf_nb.cache import Cache
+    stored = len(Cache(cache))
+    locked = [nb.stem for nb in nbs if "database is locked" in (a.work / "logs" / f"{nb.stem}@two-jobs.log").read_text()]
+    out = {"notebooks": [nb.stem for nb in nbs], "rc": {k: v["rc"] for k, v in results.items()},
+           "wall_s": {k: round(v["wall_s"], 1) for k, v in results.items()}, "requests": sum(keys.values()), "distinct": len(keys),
+           "sent_by_both": sum(1 for c in keys.values() if c > 1), "cache_entries": stored, "locked": locked}
+    log(f"two jobs on one cache: {json.dumps(out)}")
+    if a.csv: append_rows(a.csv, COLUMNS, [{"notebook": "+".join(out["notebooks"]), "tag": "two-jobs", "rc": max(out["rc"].values()),
+                                            "http_requests": out["requests"], "cache_mb": round(cache_mb(cache), 1),
+                                            "harness_s": max(out["wall_s"].values()), "note": json.dumps(out)}], "benchmarks/paper_scale.py")
+    if any(out["rc"].values()) or locked: raise SystemExit(f"two jobs on one cache failed: {json.dumps(out)}")
+    return out
+
+
+def reference_run(nb: Path, a, servers: Servers) -> dict | None:
+    "The last finished full-size run of `nb` in these stand-in logs (slices.jsonl), as a row with its request keys; None if none."
+    path = a.work / "slices.jsonl"
+    done = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+    done = [d for d in done if d["notebook"] == nb.stem and d["tag"] == "" and d["rc"] == 0 and not d["killed"]]
+    if not done: return None
+    last = done[-1]
+    keys: dict[str, int] = {}
+    n = 0
+    for p in servers.ports:
+        start, end = last["start"].get(str(p), 0), last["end"].get(str(p), 0)
+        if not servers.log(p).exists(): continue
+        with open(servers.log(p), "rb") as f:
+            f.seek(start)
+            for line in f.read(end - start).splitlines():
+                k = json.loads(line)["key"]; keys[k] = keys.get(k, 0) + 1; n += 1
+    log(f"resume check: the reference is the finished run in the logs ({n:,} requests)")
+    return {"notebook": nb.stem, "tag": "resume-ref (earlier run)", "http_requests": n, "_keys": keys, "rc": 0}
+
+
 # ------------------------------------------------------------------ the cost tables for the README
+ARTEFACTS = {"table1_filtered_accuracy": "LEAF Table 1", "table2_fcrag": "LEAF Table 2", "table3_sft": "LEAF Table 3",
+             "table4_ranking_delta": "LEAF Table 4", "table5_simpo": "LEAF Table 5", "table7_worked_example": "LEAF Table 7, Figs 3-5",
+             "fig7_option_frequency": "LEAF Figure 7", "leakage": "leakage check (ours)", "rater_agreement": "rater agreement (ours)",
+             "table1_datasets": "FFRR Table 1", "table2_verification": "FFRR Table 2", "fig4_effect_of_k": "FFRR Figure 4",
+             "fig5_final_reward": "FFRR Figure 5", "adaptive_retrieval": "Self-BioRAG comparison"}
+TIERS = {"Textbooks": 125_847, "StatPearls": 301_202, "PubMed": 23_898_701, "Wikipedia": 29_913_202, "MedCorp": 54_239_952}  # MedRAG's dataset cards
+BEGIN, END = "<!-- paper_scale.py --table: begin (generated from benchmarks/results/*.csv; do not edit) -->", "<!-- paper_scale.py --table: end -->"
+
+
+def _num(x: float, unit: str = "") -> str:
+    if x != x: return "—"
+    for d, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= d: return f"{x / d:.1f}{suffix}{unit}"
+    return f"{x:.0f}{unit}"
+
+
+def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def notebook_table(path: Path) -> str:
+    "Per table and figure, the last full-size rehearsal in paper_scale.csv (or its failure)."
+    import pandas as pd
+    d = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
+    d = d[d.tag.isna() | (d.tag == "")]
+    lines = ["| table / figure | notebook | questions or claims | model calls | prompt / completion tokens | harness here (busy) "
+             "| peak RSS | cache | GPU hours (H100/H200) | training |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for nb, art in ARTEFACTS.items():
+        rows = d[d.notebook == nb]
+        if not len(rows): continue
+        r = rows.iloc[-1]
+        if r.rc != 0:
+            why = str(r.error).split(" | ")[-1][:140] if isinstance(r.error, str) else f"exit {r.rc}"
+            lines.append(f"| {art} | `{nb}` | {int(r.questions) if r.questions == r.questions else '—'} | failed: {why} | | | | | | |")
+            continue
+        training = f"capped at {int(r.max_train_steps)} steps" if nb in ("table3_sft", "table5_simpo", "table2_verification", "fig4_effect_of_k", "fig5_final_reward") else "—"
+        busy = "" if r.other_busy_cpus != r.other_busy_cpus or r.other_busy_cpus < 0.3 else "*"
+        lines.append(f"| {art} | `{nb}` | {int(r.questions):,} | {_num(r.calls if r.calls == r.calls else r.http_requests)} "
+                     f"| {_num(r.prompt_tokens)} / {_num(r.completion_tokens)} | {_minutes(r.harness_s)}{busy} | {r.peak_rss_gb:.1f} GB "
+                     f"| {_num(r.cache_mb * 2**20, 'B')} | {r.gpu_hours:,.1f} | {training} |")
+    return "\n".join(lines)
+
+
+def tier_table(results: Path = RESULTS) -> str:
+    """Each MedRAG corpus with its passage count, and per retriever the index build time and memory: measured at 1M
+    passages and carried to the corpus's size along the slope between 1M and 4M (bm25_engines.csv) or in proportion
+    (dense, from dense_indexes.csv at 1M: FAISS alone, the encoding not counted)."""
+    import pandas as pd
+    bm = pd.read_csv(results / "bm25_engines.csv")
+    dn = pd.read_csv(results / "dense_indexes.csv")
+    def line(engine):
+        "Piecewise-linear in the passages through the measured sizes, carried on beyond the largest along its last segment."
+        e = bm[bm.engine == engine].drop_duplicates("passages", keep="last").set_index("passages").sort_index()
+        xs = list(e.index)
+        def at(n, k):
+            i = max(1, min(len(xs) - 1, next((j for j, x in enumerate(xs) if x >= n), len(xs) - 1)))
+            x0, x1 = xs[i - 1], xs[i]
+            return e.loc[x0, k] + (e.loc[x1, k] - e.loc[x0, k]) * (n - x0) / (x1 - x0)
+        return at
+    bm25s, lucene = line("bm25s"), line("lucene")
+    flat, ivfpq = (dn[dn["index"] == k].iloc[-1] for k in ("flat", "ivfpq"))
+    out = ["| corpus | passages | bm25s: build / RAM building, searching | Lucene: build / RAM building, searching "
+           "| dense flat: vectors in RAM, FAISS build | dense IVF-PQ: index, build + train |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for tier, n in TIERS.items():
+        f = n / 1e6
+        out.append(f"| {tier} | {n:,} | {_minutes(bm25s(n, 'build_s'))} / {bm25s(n, 'build_anon_gb'):.1f} GB, {bm25s(n, 'search_peak_gb'):.1f} GB "
+                   f"| {_minutes(lucene(n, 'build_s'))} / {lucene(n, 'build_anon_gb'):.1f} GB, {lucene(n, 'search_peak_gb'):.1f} GB "
+                   f"| {flat.index_mb * f / 1024:.1f} GB, {_minutes(flat.build_s * f)} | {ivfpq.index_mb * f / 1024:.2f} GB, "
+                   f"{_minutes(ivfpq.build_s * f + ivfpq.train_s)} |")
+    return "\n".join(out)
+
+
 def cost_tables(path: Path) -> str:
-    return ""
+    "The two tables the README's \"At scale\" and data/README.md show, between their markers."
+    return "\n".join([BEGIN, "", notebook_table(path), "", tier_table(), "", END])
+
+
+def write_tables(path: Path) -> list[Path]:
+    "Replace the block between the markers in nbs/index.ipynb's markdown and in data/README.md; the files changed."
+    block, changed = cost_tables(path), []
+    readme = REPO / "data" / "README.md"
+    text = readme.read_text()
+    if BEGIN in text:
+        new = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+        if new != text: readme.write_text(new); changed.append(readme)
+    index = REPO / "nbs" / "index.ipynb"
+    nb = json.loads(index.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if BEGIN in src:
+            new = src[:src.index(BEGIN)] + block + src[src.index(END) + len(END):]
+            if new != src:
+                cell["source"] = new.splitlines(keepends=True); changed.append(index)
+    if index in changed: index.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return changed
 
 
 if __name__ == "__main__":

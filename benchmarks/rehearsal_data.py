@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from retrieval import STOPWORDS, heaps_vocab, vocabulary, zipf_p  # noqa: E402  (benchmarks/retrieval.py, the corpus generator)
 
-VERSION = 1  # bump when the output changes for the same arguments
+VERSION = 2  # bump when the output changes for the same arguments
 
 MIRAGE_COUNTS = {"medqa": 1273, "medmcqa": 4183, "pubmedqa": 500, "bioasq": 618, "mmlu": 1089}  # MIRAGE paper, Table 1
 MEDQA_US_TEST = 1273  # MedQA-USMLE's US test set (Jin et al. 2021); MIRAGE's medqa is the same questions with four options
@@ -318,7 +318,7 @@ def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: floa
         if old.get("args") == args:
             if not quiet: print(f"rehearsal data in {out} already has these arguments: reused", file=sys.stderr)
             return old
-    for sub in ("MIRAGE", "MedQA", "RAWFC", "LIAR-RAW", "medrag"):
+    for sub in ("MIRAGE", "MedQA", "RAWFC", "LIAR-RAW", "medrag", "indexes", "models", "figures", "runs"):  # what was built from old data too
         shutil.rmtree(out / sub, ignore_errors=True)
     manifest.unlink(missing_ok=True)
     t0 = time.perf_counter()
@@ -337,7 +337,7 @@ def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: floa
     bench = mirage(text, counts, sources, order)
     (out / "MIRAGE").mkdir(parents=True, exist_ok=True)
     (out / "MIRAGE" / "benchmark.json").write_text(json.dumps(bench, ensure_ascii=False), encoding="utf-8")
-    us = medqa_us(text, max(1, round(MEDQA_US_TEST * fraction)))
+    us = medqa_us(text, max(len(LEAF_SAMPLES), round(MEDQA_US_TEST * fraction)))  # the six sample questions at any size
     (out / "MedQA" / "questions" / "US").mkdir(parents=True, exist_ok=True)
     (out / "MedQA" / "questions" / "US" / "test.jsonl").write_text("".join(json.dumps(l, ensure_ascii=False) + "\n" for l in us), encoding="utf-8")
     fc = {}
