@@ -44,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from results_csv import append_rows, other_busy_cpus  # noqa: E402
+from results_csv import other_busy_cpus  # noqa: E402
 
 RESULTS = HERE / "results"
 PROFILE = REPO / "profiles" / "rehearsal.yaml"
@@ -127,21 +127,22 @@ def standin_child(a) -> None:
                                   **payload["usage"]}) + "\n")
             return payload, delay
 
-    replies = Logged(a.model, a.seed, 0.7, a.latency_per_token, a.tokenizer)
+    replies = Logged(a.model, a.seed, a.support_rate, a.latency_per_token, a.tokenizer)
     asyncio.run(standin._serve(replies, "127.0.0.1", a.port, lambda port: print(f"http://127.0.0.1:{port}/v1", flush=True)))
 
 
 class Servers:
     "One logged stand-in process per port of the profile; `logs` are their request logs."
-    def __init__(self, ports: dict[int, dict], logs: Path, latency: float = 0.0):
-        self.ports, self.logdir, self.latency, self.procs = ports, logs, latency, []
+    def __init__(self, ports: dict[int, dict], logs: Path, latency: float = 0.0, support_rate: float = 0.97):
+        self.ports, self.logdir, self.latency, self.support_rate, self.procs = ports, logs, latency, support_rate, []
 
     def __enter__(self):
         import select
         self.logdir.mkdir(parents=True, exist_ok=True)
         for port, p in self.ports.items():
             cmd = [sys.executable, str(Path(__file__).resolve()), "_standin", "--port", str(port), "--log", str(self.log(port)),
-                   "--latency-per-token", str(self.latency), *[x for n in p["names"] for x in ("--model", n)],
+                   "--latency-per-token", str(self.latency), "--support-rate", str(self.support_rate),
+                   *[x for n in p["names"] for x in ("--model", n)],
                    *(["--tokenizer", str(p["tokenizer"])] if p["tokenizer"] else [])]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.logdir / f"standin_{port}.err", "w"), stdin=subprocess.DEVNULL)
             self.procs.append(proc)
@@ -186,10 +187,12 @@ class Servers:
 
 # ------------------------------------------------------------------ one notebook, watched
 class TreeWatch:
-    "Polls a process and all its descendants every `every` s: the peak of their summed RSS, and the largest single one."
+    """Polls a process and all its descendants every `every` s: the peak of their summed RSS, of the largest single one, and
+    of their summed anonymous memory (RSS less its file-backed and shared pages: what the processes allocated, without the
+    pages of memory-mapped index and corpus files, which the kernel can drop and re-read)."""
     def __init__(self, pid: int, every: float = 0.5):
         import threading
-        self.pid, self.every, self.peak, self.peak_single, self.samples = pid, every, 0, 0, []
+        self.pid, self.every, self.peak, self.peak_single, self.peak_anon, self.samples = pid, every, 0, 0, 0, []
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -200,15 +203,15 @@ class TreeWatch:
         except psutil.NoSuchProcess: return
         t0 = time.time()
         while not self._stop.is_set():
-            total = single = 0
+            total = single = anon = 0
             try: procs = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess: break
             for p in procs:
-                try: r = p.memory_info().rss
+                try: m = p.memory_info()
                 except psutil.Error: continue
-                total += r; single = max(single, r)
-            self.peak, self.peak_single = max(self.peak, total), max(self.peak_single, single)
-            self.samples.append((round(time.time() - t0, 1), total))
+                total += m.rss; single = max(single, m.rss); anon += m.rss - m.shared
+            self.peak, self.peak_single, self.peak_anon = max(self.peak, total), max(self.peak_single, single), max(self.peak_anon, anon)
+            self.samples.append((round(time.time() - t0, 1), total, anon))
             self._stop.wait(self.every)
 
     def stop(self) -> "TreeWatch":
@@ -242,7 +245,7 @@ def run_watched(cmd: list[str], env: dict, log_to: Path, timeout: float | None, 
         finally:
             watch.stop()
     return {"rc": proc.returncode, "wall_s": time.perf_counter() - t, "peak_rss_gb": watch.peak / 2**30,
-            "peak_single_gb": watch.peak_single / 2**30, "killed": killed, "rss_samples": watch.samples}
+            "peak_single_gb": watch.peak_single / 2**30, "peak_anon_gb": watch.peak_anon / 2**30, "killed": killed, "rss_samples": watch.samples}
 
 
 def dry_child(a) -> None:
@@ -347,12 +350,14 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
             return servers.count_since(mark) >= kill_at
     log(f"{name}: running ({'an empty' if a.fresh else 'reusing the'} cache {cache})")
     res = run_watched(leaf_nb_cmd(nb, profile, over), env, a.work / "logs" / f"{name}.log", a.timeout, kill_when)
+    (a.work / "logs" / f"{name}.rss.json").write_text(json.dumps(res["rss_samples"]))  # (seconds, bytes) of the whole tree
     with open(a.work / "slices.jsonl", "a") as f:  # where this run's requests sit in the stand-in logs (the resume check's reference)
         f.write(json.dumps({"notebook": nb.stem, "tag": tag, "rc": res["rc"], "killed": res["killed"], "over": over,
+                            "support_rate": a.support_rate, "latency_per_token": a.latency_per_token,
                             "start": mark, "end": servers.mark()}) + "\n")
     row = {"notebook": nb.stem, "tag": tag, "rc": res["rc"], "killed": res["killed"], "harness_s": round(res["wall_s"], 1),
            "peak_rss_gb": round(res["peak_rss_gb"], 3), "peak_single_gb": round(res["peak_single_gb"], 3),
-           "cache_mb": round(cache_mb(cache), 1), "other_busy_cpus": busy,
+           "peak_anon_gb": round(res["peak_anon_gb"], 3), "cache_mb": round(cache_mb(cache), 1), "other_busy_cpus": busy,
            "max_train_steps": a.max_train_steps, "overrides": json.dumps(over, sort_keys=True)}
     by_model: dict[str, dict] = {}
     groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [requests, completion tokens]
@@ -433,12 +438,24 @@ def estimate(nb: Path, a, profile: Path, overrides: dict, manifest: dict) -> dic
 
 # ------------------------------------------------------------------ CSV output
 COLUMNS = ["date", "notebook", "tag", "rc", "killed", "questions", "calls", "http_requests", "prompt_tokens", "completion_tokens",
-           "harness_s", "peak_rss_gb", "peak_single_gb", "cache_mb", "out_mb", "gpu_hours", "dry_units", "dry_calls",
+           "harness_s", "peak_rss_gb", "peak_single_gb", "peak_anon_gb", "cache_mb", "out_mb", "gpu_hours", "dry_units", "dry_calls",
            "dry_prompt_tokens", "dry_max_tokens", "dry_calls_projected", "max_train_steps", "other_busy_cpus", "replay_s",
            "calls_not_cached_in_replay", "stages", "by_model", "overrides", "error", "tokens_per_s", "prompt_tokens_per_s",
            "command", "note"]
 STAGE_COLUMNS = ["date", "notebook", "stage", "model_role", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
                  "completion_tokens_per_call", "max_tokens_values", "ops", "command", "note"]
+
+
+def append_rows(path: Path, columns: list[str], rows: list[dict], script: str) -> None:
+    "results_csv.append_rows, after rewriting a file whose header is not `columns` under it (its rows keep their values)."
+    import results_csv
+    if path.exists():
+        with open(path, newline="") as f: header, old = next(csv.reader(f), []), None
+        if header != columns:
+            with open(path, newline="") as f: old = list(csv.DictReader(f))
+            with open(path, "w", newline="") as f:
+                w = csv.DictWriter(f, columns, extrasaction="ignore"); w.writeheader(); w.writerows(old)
+    results_csv.append_rows(path, columns, rows, script)
 
 
 def roles(models: dict) -> dict[str, str]:
@@ -476,6 +493,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--fraction", type=float, default=1.0, help="questions and claims at this share of the real counts (tests)")
     ap.add_argument("--max-train-steps", type=int, default=2, help="optimiser steps each training stage may take")
     ap.add_argument("--latency-per-token", type=float, default=0.0, help="the stand-ins' seconds per completion token")
+    ap.add_argument("--support-rate", type=float, default=0.97,
+                    help="the stand-ins' chance of a [Supported] verdict (our choice: 0.97 passes about half of the ~18-sentence "
+                         "answers, so FC-RAG's rounds and SFT's data are what a working pipeline meets; at 0.7 none pass)")
     ap.add_argument("--tokens-per-s", type=float, default=DECODE_8B, help="generated tokens/s of an 8B model per GPU, for the projection")
     ap.add_argument("--prompt-tokens-per-s", type=float, default=PREFILL_8B, help="prompt tokens/s of an 8B model per GPU")
     ap.add_argument("--dry-run-units", type=int, default=20, help="questions (claims) per dataset of the estimating dry run")
@@ -485,6 +505,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--rss-curve", action="store_true", help="Table 1 at --rss-curve-sizes questions per dataset (the full run is the plain one)")
     ap.add_argument("--rss-curve-sizes", type=int, nargs="+", default=[200, 1000], help="n_questions per dataset: 200 x 5 = 1,000 and 4,118 questions")
     ap.add_argument("--resume-check", action="store_true", help="Table 1 killed (-9) half way, rerun; repeats and losses counted")
+    ap.add_argument("--resume-questions", type=int, default=0, help="--resume-check at this n_questions per dataset (0: in full)")
     ap.add_argument("--two-jobs", action="store_true", help="Table 1 and the leakage notebook at once on one cache (they share answers)")
     ap.add_argument("--two-jobs-questions", type=int, default=200, help="Table 1's n_questions per dataset in --two-jobs (leakage: in full)")
     ap.add_argument("--table", action="store_true", help="print the cost tables (Markdown) from the CSVs and stop")
@@ -514,7 +535,7 @@ def main(argv=None) -> list[dict]:
     profile, prof, overrides = prepare(a, {k for nb in nbs for k in pm.inspect_notebook(str(nb))})
     manifest = json.loads((a.data / "manifest.json").read_text())
     rows = []
-    with Servers(served(prof["models"]), a.work / "standin", a.latency_per_token) as servers:
+    with Servers(served(prof["models"]), a.work / "standin", a.latency_per_token, a.support_rate) as servers:
         if a.two_jobs:
             two_jobs(nbs, a, profile, overrides, servers, {"table1_filtered_accuracy": {"n_questions": a.two_jobs_questions}})
             return rows
@@ -555,28 +576,37 @@ def _dry_units_total(nb: Path, manifest: dict, per: int) -> int:
 
 # ------------------------------------------------------------------ the resume check
 def resume_check(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: Servers) -> list[dict]:
-    """Table 1 run in full once (the reference), then again from an empty cache, killed with SIGKILL (the whole process
-    tree) once it has sent about half the reference's requests, then rerun to the end on that cache. From the stand-in
-    logs: requests sent more than once over the two parts (repeats; a request answered but not yet stored when the kill
-    came would be one), and reference requests never sent (lost). Both must be zero."""
+    """Table 1 run once (the reference), then again from an empty cache, killed with SIGKILL (the whole process tree) once
+    it has sent about half the reference's requests, then rerun to the end on that cache. From the stand-in logs:
+    requests sent more than once over the two parts (repeats), and reference requests never sent (lost). A request a
+    server answered but the killed run had not yet stored was in flight, not finished: it is sent again. So the check is
+    that the repeats are exactly the requests in flight at the kill (sent before it, less the model calls its cache
+    held), that is no finished call repeated, and that none is lost."""
     a.fresh, a.stages = True, False
-    ref = reference_run(nb, a, servers)
-    if ref is None: ref = rehearse(nb, a, profile, prof, overrides, servers, tag="resume-ref", keep_keys=True)
-    first = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", kill_at=ref["http_requests"] // 2, keep_keys=True)
+    extra = {"n_questions": a.resume_questions} if a.resume_questions else {}
+    size = f"-n{a.resume_questions}" if a.resume_questions else ""
+    ref = None if extra else reference_run(nb, a, servers)
+    if ref is None: ref = rehearse(nb, a, profile, prof, overrides, servers, extra, tag=f"resume-ref{size}", keep_keys=True)
+    first = rehearse(nb, a, profile, prof, overrides, servers, extra, tag=f"resume{size}", kill_at=ref["http_requests"] // 2, keep_keys=True)
+    stored = stored_model_calls(a.work / "cache" / f"{nb.stem}@resume{size}.sqlite")  # what the killed run had finished
     a.fresh = False
-    second = rehearse(nb, a, profile, prof, overrides, servers, tag="resume", keep_keys=True)
+    second = rehearse(nb, a, profile, prof, overrides, servers, extra, tag=f"resume{size}", keep_keys=True)
     k_ref, k1, k2 = ref.pop("_keys"), first.pop("_keys"), second.pop("_keys")
     for r in (ref, first, second): r.pop("_groups", None); r.pop("_stage_rows", None)
     both = dict(k1)
     for k, c in k2.items(): both[k] = both.get(k, 0) + c
-    counts = {"reference_requests": ref["http_requests"], "sent_before_kill": first["http_requests"], "sent_after": second["http_requests"],
-              "repeated": sum(c - 1 for c in both.values() if c > 1), "repeated_within_reference": sum(c - 1 for c in k_ref.values() if c > 1),
+    repeated = sum(c - 1 for c in both.values() if c > 1)
+    in_flight = first["http_requests"] - stored  # answered by a server but not yet stored when the kill came: not finished
+    counts = {"reference_requests": ref["http_requests"], "sent_before_kill": first["http_requests"], "stored_before_kill": stored,
+              "in_flight_at_kill": in_flight, "sent_after": second["http_requests"], "repeated": repeated,
+              "repeated_finished": repeated - in_flight, "repeated_within_reference": sum(c - 1 for c in k_ref.values() if c > 1),
               "lost": len(set(k_ref) - set(both)), "not_in_reference": len(set(both) - set(k_ref)), "killed": first["killed"],
               "killed_after_s": first["harness_s"]}
     row = {**second, "tag": "resume-check", "http_requests": first["http_requests"] + second["http_requests"], "note": json.dumps(counts)}
     log(f"resume check: {row['note']}")
     if a.csv: append_rows(a.csv, COLUMNS, [ref, first, row], "benchmarks/paper_scale.py")
-    if second["rc"] != 0 or not first["killed"] or counts["repeated"] or counts["lost"]:
+    # the design's promise: no finished call repeated (each repeat is a request that was in flight), none lost
+    if second["rc"] != 0 or not first["killed"] or counts["repeated_finished"] != 0 or repeated > in_flight or counts["lost"]:
         raise SystemExit(f"resume check failed: {row['note']} (rerun rc {second['rc']})")
     return [ref, row]
 
@@ -612,11 +642,19 @@ def two_jobs(nbs: list[Path], a, profile: Path, overrides: dict, servers: Server
     return out
 
 
+def stored_model_calls(path: Path) -> int:
+    "Model calls (generate and label requests, not searches) stored in a cache file."
+    import sqlite3
+    with sqlite3.connect(path) as c:
+        return c.execute("SELECT COUNT(*) FROM entries WHERE json_extract(request, '$.op') IN ('generate', 'label_logprob')").fetchone()[0]
+
+
 def reference_run(nb: Path, a, servers: Servers) -> dict | None:
     "The last finished full-size run of `nb` in these stand-in logs (slices.jsonl), as a row with its request keys; None if none."
     path = a.work / "slices.jsonl"
     done = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
-    done = [d for d in done if d["notebook"] == nb.stem and d["tag"] == "" and d["rc"] == 0 and not d["killed"]]
+    done = [d for d in done if d["notebook"] == nb.stem and d["tag"] == "" and d["rc"] == 0 and not d["killed"]
+            and d.get("support_rate", 0.7) == a.support_rate]  # the same replies, so the same requests (0.7: before the option existed)
     if not done: return None
     last = done[-1]
     keys: dict[str, int] = {}
@@ -657,8 +695,8 @@ def notebook_table(path: Path) -> str:
     import pandas as pd
     d = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
     d = d[d.tag.isna() | (d.tag == "")]
-    lines = ["| table / figure | notebook | questions or claims | model calls | prompt / completion tokens | harness here (busy) "
-             "| peak RSS | cache | GPU hours (H100/H200) | training |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| table / figure | notebook | questions or claims | requests sent | prompt / completion tokens | harness here "
+             "| peak RSS (anonymous) | cache | GPU hours (H100/H200) | training |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for nb, art in ARTEFACTS.items():
         rows = d[d.notebook == nb]
         if not len(rows): continue
@@ -669,10 +707,47 @@ def notebook_table(path: Path) -> str:
             continue
         training = f"capped at {int(r.max_train_steps)} steps" if nb in ("table3_sft", "table5_simpo", "table2_verification", "fig4_effect_of_k", "fig5_final_reward") else "—"
         busy = "" if r.other_busy_cpus != r.other_busy_cpus or r.other_busy_cpus < 0.3 else "*"
-        lines.append(f"| {art} | `{nb}` | {int(r.questions):,} | {_num(r.calls if r.calls == r.calls else r.http_requests)} "
-                     f"| {_num(r.prompt_tokens)} / {_num(r.completion_tokens)} | {_minutes(r.harness_s)}{busy} | {r.peak_rss_gb:.1f} GB "
+        anon = f" ({r.peak_anon_gb:.1f})" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
+        lines.append(f"| {art} | `{nb}` | {int(r.questions):,} | {_num(r.http_requests)} "
+                     f"| {_num(r.prompt_tokens)} / {_num(r.completion_tokens)} | {_minutes(r.harness_s)}{busy} | {r.peak_rss_gb:.1f}{anon} GB "
                      f"| {_num(r.cache_mb * 2**20, 'B')} | {r.gpu_hours:,.1f} | {training} |")
     return "\n".join(lines)
+
+
+def checks_text(path: Path, results: Path = RESULTS) -> str:
+    "Table 1's memory by question count, the resume and two-job checks, and the cache at 1M entries, from the CSVs."
+    import pandas as pd
+    d = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
+    t1 = d[(d.notebook == "table1_filtered_accuracy") & (d.rc == 0)]
+    out = []
+    curve = [t1[t1.tag.fillna("") == tag].iloc[-1] for tag in ("n200", "n1000", "") if (t1.tag.fillna("") == tag).any()]
+    if curve:
+        def anon(r): return f" ({r.peak_anon_gb:.2f} GB)" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
+        out.append("- **Table 1's memory by question count** (peak RSS of the `leaf-nb reproduce` tree, memory-mapped index and "
+                   "corpus pages included; anonymous memory in brackets where measured): " + "; ".join(
+                       f"{int(r.questions):,} questions {r.peak_rss_gb:.2f} GB{anon(r)}" for r in curve) + ".")
+    res = d[d.tag == "resume-check"]
+    if len(res):
+        n = json.loads(res.iloc[-1].note)
+        out.append(f"- **Resume at scale**: Table 1 at 1,000 questions ({n['reference_requests']:,} requests uninterrupted) killed with "
+                   f"SIGKILL after {n['sent_before_kill']:,} requests, then rerun on its cache: {n['sent_after']:,} more requests, "
+                   f"{n['repeated']} sent twice, all of them in flight at the kill ({n.get('in_flight_at_kill', '?')} answered "
+                   f"but not yet stored), {n.get('repeated_finished', '?')} finished calls repeated, {n['lost']} lost.")
+    two = d[d.tag == "two-jobs"]
+    if len(two):
+        n = json.loads(two.iloc[-1].note)
+        out.append(f"- **Two jobs on one cache**: {' and '.join(n['notebooks'])} at once, one cache file: both finished "
+                   f"(exit codes {sorted(set(n['rc'].values()))}), no locked database, {n['requests']:,} requests of which "
+                   f"{n['sent_by_both']:,} were asked by both in the same moment.")
+    cs = results / "cache_scale.csv"
+    if cs.exists():
+        c = pd.read_csv(cs).drop_duplicates("entries", keep="last").sort_values("entries")
+        a, b = c.iloc[0], c.iloc[-1]
+        out.append(f"- **The cache at {int(b.entries):,} entries** (`benchmarks/cache_scale.py`, {b.db_mb / 1024:.1f} GB): a lookup "
+                   f"{b.get_present_us_per_key:.0f} µs per key against {a.get_present_us_per_key:.0f} µs at {int(a.entries):,}, a miss "
+                   f"{b.get_absent_us_per_key:.0f} against {a.get_absent_us_per_key:.0f}, a store {b.put_us_per_key:.0f} against "
+                   f"{a.put_us_per_key:.0f} (batches of {int(b.batch):,}" + (", busy machine" if str(b.note).startswith("busy") else "") + ").")
+    return "\n".join(out)
 
 
 def tier_table(results: Path = RESULTS) -> str:
@@ -707,7 +782,7 @@ def tier_table(results: Path = RESULTS) -> str:
 
 def cost_tables(path: Path) -> str:
     "The two tables the README's \"At scale\" and data/README.md show, between their markers."
-    return "\n".join([BEGIN, "", notebook_table(path), "", tier_table(), "", END])
+    return "\n".join([BEGIN, "", notebook_table(path), "", checks_text(path), "", tier_table(), "", END])
 
 
 def write_tables(path: Path) -> list[Path]:
@@ -738,6 +813,7 @@ if __name__ == "__main__":
             ap.add_argument("--port", type=int, required=True); ap.add_argument("--log", required=True)
             ap.add_argument("--model", action="append", required=True); ap.add_argument("--tokenizer", default=None)
             ap.add_argument("--latency-per-token", type=float, default=0.0); ap.add_argument("--seed", type=int, default=0)
+            ap.add_argument("--support-rate", type=float, default=0.97)
             standin_child(ap.parse_args())
         else:
             for k in ("notebook", "profile", "overrides", "log", "out-dir"): ap.add_argument(f"--{k}", required=True)

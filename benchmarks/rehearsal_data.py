@@ -19,7 +19,7 @@ writes (nothing here is committed; the same seed and sizes give the same bytes):
                                     mostly-true 2,439 / half-true 2,592 / barely-true 2,057 / false 2,465 / pants-fire 1,012
     medrag/<tier>/chunk/*.jsonl     MedRAG's corpus schema {id, title, content, contents} (PubMed snippets also carry
                                     PMID), `--passages` in all, split over Textbooks, StatPearls, PubMed and Wikipedia in
-                                    MedCorp's proportions (125,847 / 301,202 / 23.9M / 29.9M snippets, MedRAG's Table 1)
+                                    MedCorp's proportions (125,847 / 301,202 / 23.9M / 29.9M snippets, MedRAG's dataset cards)
     manifest.json                   the arguments and the counts written; a second run with the same arguments reuses it
 
 Reports per claim and sentences per report follow FFRR's Table 1, which counts them *after* its leak filter removed
@@ -58,7 +58,7 @@ RAWFC = {"splits": {"train": 1612, "val": 200, "test": 200}, "labels": {"true": 
 LIAR_RAW = {"splits": {"train": 10065, "val": 1274, "test": 1251},
             "labels": {"true": 2021, "mostly-true": 2439, "half-true": 2592, "barely-true": 2057, "false": 2465, "pants-fire": 1012},
             "docs": 12.0, "sentences": 5.5, "leak_share": 0.024}  # FFRR paper, §6.1.1 and Table 1
-MEDCORP = {"textbooks": 125_847, "statpearls": 301_202, "pubmed": 23_898_701, "wikipedia": 29_913_202}  # MedRAG (Xiong et al. 2024), Table 1
+MEDCORP = {"textbooks": 125_847, "statpearls": 301_202, "pubmed": 23_898_701, "wikipedia": 29_913_202}  # MedRAG's dataset cards (Hugging Face hub, MedRAG/<corpus>)
 CHUNK = 10_000  # passages generated (and held) at once
 
 # The LEAF paper's six sample questions (appendix, Figures 8-9), quoted with their choices in the paper's order; sample 1
