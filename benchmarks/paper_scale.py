@@ -393,14 +393,16 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
         if d["ops"] == {"generate"} and len(d["max_tokens_values"]) == 1: owners.setdefault((m, next(iter(d["max_tokens_values"]))), []).append(st)
     srows = []
     for (m, st), d in stages.items():
-        per = None
-        if d["ops"] == {"generate"} and len(d["max_tokens_values"]) == 1:
-            mt = next(iter(d["max_tokens_values"]))
-            g = groups.get((m, mt, False))
-            if g and owners[(m, mt)] == [st]: per = round(g[1] / max(1, g[0]), 1)  # one stage owns that (model, max_tokens)
-        elif d["ops"] == {"label_logprob"}: per = 1.0  # one forced token per request
+        per, basis = None, "measured"
+        if d["ops"] == {"label_logprob"}: per, basis = 1.0, "one forced token per request"
+        else:
+            sent = [(g, mt) for (gm, mt, bias), g in groups.items() if gm == m and not bias and mt in d["max_tokens_values"]]
+            if sent:  # the stand-in logs' requests of this model and max_tokens: this stage's, or shared with others
+                per = round(sum(g[1] for g, _ in sent) / max(1, sum(g[0] for g, _ in sent)), 1)
+                shared = sorted({x for _, mt in sent for x in owners.get((m, mt), [st])} - {st})
+                if shared or len(d["max_tokens_values"]) > 1: basis = "mean over the requests it shares a max_tokens with: " + ", ".join(shared or [st])
         srows.append({"model": m, "stage": st, "calls": d["calls"], "cached": d["cached"], "prompt_chars": d["prompt_chars"],
-                      "completion_tokens_per_call": per, "ops": "/".join(sorted(d["ops"])),
+                      "completion_tokens_per_call": per, "completion_basis": basis, "ops": "/".join(sorted(d["ops"])),
                       "max_tokens_values": "/".join(map(str, sorted(d["max_tokens_values"])))})
     row["_stage_rows"] = srows
     return row
@@ -443,7 +445,7 @@ COLUMNS = ["date", "notebook", "tag", "rc", "killed", "questions", "calls", "htt
            "calls_not_cached_in_replay", "stages", "by_model", "overrides", "error", "tokens_per_s", "prompt_tokens_per_s",
            "command", "note"]
 STAGE_COLUMNS = ["date", "notebook", "stage", "model_role", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
-                 "completion_tokens_per_call", "max_tokens_values", "ops", "command", "note"]
+                 "completion_tokens_per_call", "completion_basis", "max_tokens_values", "ops", "command", "note"]
 
 
 def append_rows(path: Path, columns: list[str], rows: list[dict], script: str) -> None:
@@ -720,7 +722,8 @@ def checks_text(path: Path, results: Path = RESULTS) -> str:
     d = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
     t1 = d[(d.notebook == "table1_filtered_accuracy") & (d.rc == 0)]
     out = []
-    curve = [t1[t1.tag.fillna("") == tag].iloc[-1] for tag in ("n200", "n1000", "") if (t1.tag.fillna("") == tag).any()]
+    full = "n0" if (t1.tag == "n0").any() else ""  # n0: the full run of --rss-curve-sizes 0, with its anonymous memory
+    curve = [t1[t1.tag.fillna("") == tag].iloc[-1] for tag in ("n200", "n1000", full) if (t1.tag.fillna("") == tag).any()]
     if curve:
         def anon(r): return f" ({r.peak_anon_gb:.2f} GB)" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
         out.append("- **Table 1's memory by question count** (peak RSS of the `leaf-nb reproduce` tree, memory-mapped index and "

@@ -76,7 +76,7 @@ def test_expand_fills_the_profile_and_names_what_is_missing():
 def test_the_profile_has_every_name_h100_has():
     import yaml
     h100, reh = (yaml.safe_load((REPO / "profiles" / f"{n}.yaml").read_text()) for n in ("h100", "rehearsal"))
-    assert set(h100["models"]) == set(reh["models"]) and set(h100["data"]) == set(reh["data"])
+    assert set(h100["models"]) <= set(reh["models"]) and set(h100["data"]) <= set(reh["data"])  # every @name resolves
     assert {k for k in h100 if k not in ("models", "data", "profile")} <= set(reh)
 
 
