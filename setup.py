@@ -21,6 +21,7 @@ requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 gpu_requirements = shlex.split(cfg.get('gpu_requirements', ''))
 lucene_requirements = shlex.split(cfg.get('lucene_requirements', ''))
+cluster_requirements = shlex.split(cfg.get('cluster_requirements', ''))
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -35,7 +36,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'gpu': gpu_requirements, 'lucene': lucene_requirements},
+    extras_require={'dev': dev_requirements, 'gpu': gpu_requirements, 'lucene': lucene_requirements, 'cluster': cluster_requirements},
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -17,18 +18,20 @@ from typing import Any, Iterable
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SECRET_FIELDS', 'RECORD_OPS', 'NOT_MODEL_FILES', 'NOT_MODEL_DIRS', 'canonical_json', 'request_key',
-           'default_cache_path', 'CacheError', 'Cache', 'read_record', 'default_digest_path', 'file_digest',
-           'folder_fingerprint', 'identity']
+__all__ = ['SECRET_FIELDS', 'RECORD_OPS', 'NOT_MODEL_FILES', 'NOT_MODEL_DIRS', 'canonical_json', 'request_key', 'keyed',
+           'default_cache_path', 'CacheError', 'Cache', 'CacheWriter', 'read_record', 'default_digest_path',
+           'file_digest', 'folder_fingerprint', 'identity']
 
 # %% ../nbs/api/00_cache.ipynb #72867769
 SECRET_FIELDS = frozenset({"api_key", "apikey", "authorization", "password", "secret", "token"})
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # values returned as they are, without a call
+
 def _without_secrets(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: _without_secrets(v) for k, v in obj.items() if str(k).lower() not in SECRET_FIELDS}
+        return {k: v if type(v) in _PLAIN else _without_secrets(v) for k, v in obj.items() if str(k).lower() not in SECRET_FIELDS}
     if isinstance(obj, (list, tuple)):
-        return [_without_secrets(v) for v in obj]
+        return [v if type(v) in _PLAIN else _without_secrets(v) for v in obj]
     return obj
 
 def canonical_json(request: dict) -> str:
@@ -39,6 +42,11 @@ def canonical_json(request: dict) -> str:
 def request_key(request: dict) -> str:
     "SHA-256 of `canonical_json(request)`: the cache key of one LM call or retrieval."
     return hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
+
+def keyed(request: dict) -> tuple[str, str]:
+    "`(request_key(request), canonical_json(request))`, the JSON made once: what a caller that stores the request needs."
+    text = canonical_json(request)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest(), text
 
 # %% ../nbs/api/00_cache.ipynb #96ed20d7
 def default_cache_path() -> Path:
@@ -120,10 +128,8 @@ def get(self: Cache, key: str, default: Any = None) -> Any:
 
 # %% ../nbs/api/00_cache.ipynb #285ba031
 @patch
-def put_many(self: Cache, items: Iterable[tuple[str, Any, dict | None]]) -> None:
-    "Store `(key, value, request)` triples in one transaction; the first value stored for a key wins."
-    items = list(items)
-    rows = [(k, json.dumps(v, ensure_ascii=False), None if r is None else canonical_json(r)) for k, v, r in items]
+def _store(self: Cache, rows: list[tuple[str, str, str | None]], items: list | None = None) -> None:
+    "Write prepared rows `(key, value JSON, request JSON)` in one transaction, then append the model calls among `items` to the record."
     if not rows: return
     with self._lock:
         conn = self._conn()
@@ -134,7 +140,13 @@ def put_many(self: Cache, items: Iterable[tuple[str, Any, dict | None]]) -> None
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        if self.record: _append_record(self, items)
+        if self.record and items: _append_record(self, items)
+
+@patch
+def put_many(self: Cache, items: Iterable[tuple[str, Any, dict | None]]) -> None:
+    "Store `(key, value, request)` triples in one transaction; the first value stored for a key wins."
+    items = list(items)
+    self._store([(k, json.dumps(v, ensure_ascii=False), None if r is None else canonical_json(r)) for k, v, r in items], items)
 
 @patch
 def put(self: Cache, key: str, value: Any, request: dict | None = None) -> None:
@@ -153,6 +165,71 @@ def close(self: Cache) -> None:
     with self._lock:
         if self._conn_pid is not None and self._conn_pid[1] == os.getpid(): self._conn_pid[0].close()
         self._conn_pid = None
+
+# %% ../nbs/api/00_cache.ipynb #ea819fc1
+class CacheWriter:
+    "Puts gathered and committed together: `every` results, `seconds` after the last commit, and on `close` (a context manager)."
+    def __init__(self,
+                 cache: Cache,
+                 every: int = 256,  # results gathered before a commit
+                 seconds: float = 0.25,  # the longest a result waits to be committed
+                ):
+        self.cache, self.every, self.seconds = cache, every, seconds
+        self._rows, self._items, self._lock = [], [], threading.Lock()
+        self._timer, self._last, self._error = None, time.monotonic(), None
+        self.commits = 0  # transactions written
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+    def __repr__(self): return f"CacheWriter({self.cache!r}, every={self.every}, seconds={self.seconds})"
+
+# %% ../nbs/api/00_cache.ipynb #d678e85e
+@patch
+def put(self: CacheWriter, key: str, value: Any,
+        request: dict | None = None,  # what the key stands for (stored, secrets removed)
+        request_json: str | None = None,  # `canonical_json(request)` when the caller has it already (`keyed`)
+       ) -> None:
+    "Queue one result; commit the queue when it is `every` long or the last commit is `seconds` old."
+    if self._error is not None: raise self._error
+    text = request_json if request_json is not None or request is None else canonical_json(request)
+    with self._lock:
+        self._rows.append((key, json.dumps(value, ensure_ascii=False), text))
+        if self.cache.record: self._items.append((key, value, request))
+        due = len(self._rows) >= self.every or time.monotonic() - self._last >= self.seconds
+        if not due and self._timer is None:  # nothing else may come for a while: commit then anyway
+            self._timer = threading.Timer(self.seconds, self._flush_quietly)
+            self._timer.daemon = True
+            self._timer.start()
+    if due: self.flush()
+
+# %% ../nbs/api/00_cache.ipynb #e718adda
+@patch
+def flush(self: CacheWriter) -> None:
+    "Commit what is queued, in one transaction."
+    with self._lock:
+        rows, items, self._rows, self._items = self._rows, self._items, [], []
+        if self._timer is not None: self._timer.cancel(); self._timer = None
+        self._last = time.monotonic()
+    if rows:
+        self.cache._store(rows, items)
+        self.commits += 1
+
+@patch
+def _flush_quietly(self: CacheWriter) -> None:
+    "The timer's commit: an error is kept, and raised by the next `put` or by `close`, never lost in the timer's thread."
+    try: self.flush()
+    except Exception as e: self._error = e
+
+@patch
+def close(self: CacheWriter) -> None:
+    "Commit what is left and stop the timer."
+    self.flush()
+    if self._error is not None: raise self._error
+
+@patch
+def writer(self: Cache, every: int = 256, seconds: float = 0.25) -> CacheWriter:
+    "A `CacheWriter` for this cache: puts committed together, none waiting more than `seconds`."
+    return CacheWriter(self, every, seconds)
 
 # %% ../nbs/api/00_cache.ipynb #bcdd1679
 RECORD_OPS = frozenset({"generate", "label_logprob", "reward"})  # request ops a record keeps: model calls, not searches

@@ -17,8 +17,9 @@ from .cache import Cache, CacheError
 from .llm import LMError, LlamaCppServer, load_llm, user
 
 # %% auto #0
-__all__ = ['LLM_HELP', 'arg', 'subcommand', 'build_parser', 'main', 'cache_args', 'open_cache', 'generate_cmd', 'serve_cmd',
-           'index_cmd', 'search_cmd', 'check_cmd', 'reproduce_cmd', 'record_cmd', 'execute_cmd']
+__all__ = ['LLM_HELP', 'NOT_READY', 'INPUT_ERRORS', 'arg', 'subcommand', 'build_parser', 'main', 'cache_args', 'open_cache',
+           'generate_cmd', 'serve_cmd', 'index_cmd', 'search_cmd', 'check_cmd', 'reproduce_cmd', 'record_cmd',
+           'execute_cmd', 'cache_cmd']
 
 # %% ../nbs/api/10_cli.ipynb #a1a9482c
 _COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
@@ -244,38 +245,156 @@ def _print_run(nb: Path, res: dict, args) -> None:
         if len(costs): print(costs.to_string(index=False))
     else: print(f"ran {nb.name} -> {res['executed']}")
 
-# %% ../nbs/api/10_cli.ipynb #06cebbb3
-@subcommand("reproduce", "Run paper notebooks with papermill: on their smoke defaults, or with a shared profile and their paper profiles.",
-            arg("notebooks", nargs="*", help="paper notebooks, e.g. nbs/papers/leaf/table2_fcrag.ipynb (none with --all)"),
-            arg("--all", action="store_true", help="every paper notebook under nbs/papers, one after the other"),
-            arg("--profile", default=None, help="a shared profile (a name in profiles/, e.g. h100, or a YAML file); with it each "
-                "notebook also reads its own <notebook>.paper.yaml unless -f is given"),
-            arg("-f", "--parameters-file", action="append", default=[], help="a YAML profile of the notebook's own (repeatable)"),
-            arg("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="override one parameter (JSON values parsed)"),
-            arg("--dry-run", action="store_true", help="call no model: print the calls, tokens and time the run needs, and what the cache holds"),
-            arg("--tokens-per-s", type=float, default=1000.0, help="generated tokens per second the dry run's time estimate assumes"),
-            arg("--max-calls", type=int, default=None, help="stop cleanly after this many model calls; the same command continues"),
-            arg("--kernel", default=None, help="Jupyter kernel name (default: the notebook's)"))
-def reproduce_cmd(args) -> int:
-    from leaf_nb.llm import BudgetReached
-    from leaf_nb.runs import paper_notebooks, reproduce, run_parameters
+# %% ../nbs/api/10_cli.ipynb #481e467d
+NOT_READY = 4  # the exit status when the pre-flight checklist has a ✘
+
+def _plan(args) -> list[tuple[Path, dict]]:
+    "Each notebook to run with its checked parameters: every parameter error comes before anything runs."
+    from leaf_nb.runs import paper_notebooks, run_parameters
     if args.all == bool(args.notebooks): raise ValueError("name the notebooks to run, or give --all (not both)")
+    if args.jobs < 1: raise ValueError(f"--jobs takes how many notebooks run at once, 1 or more; got {args.jobs}")
     nbs = paper_notebooks() if args.all else [Path(n).resolve() for n in args.notebooks]
     for nb in nbs:
         if not nb.exists(): raise FileNotFoundError(f"no notebook {nb}")
     overrides = {name: _parse_value(value) for name, value in args.parameter}
-    for i, nb in enumerate(nbs, 1):
-        files = args.parameters_file or (_own_profile(nb) if args.profile else [])
-        params = run_parameters(nb, profile=args.profile, files=files, overrides=overrides)
-        _say(f"[{i}/{len(nbs)}] {nb.name}" + (f" (profile {args.profile})" if args.profile else " (smoke)") + (" dry run" if args.dry_run else ""))
+    return [(nb, run_parameters(nb, profile=args.profile, files=args.parameters_file or (_own_profile(nb) if args.profile else []),
+                                overrides=overrides)) for nb in nbs]
+
+# %% ../nbs/api/10_cli.ipynb #7cf48ac6
+def _print_estimate(nb: Path, est: dict, args) -> None:
+    "A dry run priced without the data: the workload, the measured stages times it, and what could not be priced."
+    costs, work = est["costs"], est["workload"]
+    counted = "; ".join(f"{n:,} {unit}s ({how})" for unit, (n, how) in work.items() if n is not None) or "nothing counted"
+    print(f"{nb.name}: not run (its data is missing), priced from what is known: {counted}")
+    if len(costs):
+        print(f"  about {int(costs.calls.sum()):,} model calls, {costs.minutes.sum():.0f} min at {args.tokens_per_s:g} generated tokens/s")
+        print("\n".join("  " + line for line in costs.to_string(index=False).splitlines()))
+    for why in est["unpriced"]: print(f"  not priced: {why}")
+
+# %% ../nbs/api/10_cli.ipynb #bdafebb5
+INPUT_ERRORS = ("FileNotFoundError", "NotADirectoryError", "IsADirectoryError", "PermissionError", "LMError", "CacheError",
+                "BenchmarkError", "CorpusError", "ValueError", "ImportError", "ModuleNotFoundError", "ConnectionError",
+                "ConnectionRefusedError", "TimeoutError")  # what a missing path, file or server raises: its message says it all
+
+def _notebook_failed(e) -> None:
+    "A notebook that stopped: one line; above it the notebook's traceback, unless the error is one of bad input."
+    if e.ename not in INPUT_ERRORS and e.traceback: print(e.traceback, file=sys.stderr)
+    print(f"leaf-nb reproduce: {e}", file=sys.stderr)
+
+# %% ../nbs/api/10_cli.ipynb #df25c029
+def _run_sequential(plan: list, args) -> int:
+    "The notebooks one after the other, in this process; a failed one is one line and the others still run."
+    from leaf_nb.llm import BudgetReached
+    from leaf_nb.runs import NotebookError, reproduce
+    failed = []
+    for i, (nb, params) in enumerate(plan, 1):
+        _say(f"[{i}/{len(plan)}] {nb.name}" + (f" (profile {args.profile})" if args.profile else " (smoke)") + (" dry run" if args.dry_run else ""))
         try:
             res = reproduce(nb, params, dry_run=args.dry_run, max_calls=args.max_calls, kernel=args.kernel, tokens_per_s=args.tokens_per_s)
-        except BudgetReached as e:
+        except BudgetReached:
             print(f"{nb.name}: stopped at the budget of {args.max_calls} model calls; every finished call is cached, "
                   "so the same command continues from here", file=sys.stderr)
             return 3
+        except NotebookError as e:
+            _notebook_failed(e); failed.append(nb.name); continue
         _print_run(nb, res, args)
-    return 0
+    if failed and len(plan) > 1: _say(f"{len(failed)} of {len(plan)} notebooks stopped at an error: {', '.join(failed)}")
+    return 1 if failed else 0
+
+# %% ../nbs/api/10_cli.ipynb #4567da8f
+def _child_argv(nb: Path, args) -> list[str]:
+    "The `leaf-nb reproduce` command that runs one notebook of a `--jobs` run in a process of its own (checked already)."
+    argv = [sys.executable, "-c", "from leaf_nb.cli import main; raise SystemExit(main())", "reproduce", str(nb), "--no-check",
+            "--tokens-per-s", repr(args.tokens_per_s)]
+    if args.profile: argv += ["--profile", args.profile]
+    for f in args.parameters_file: argv += ["-f", str(f)]
+    for name, value in args.parameter: argv += ["-p", name, value]
+    if args.dry_run: argv.append("--dry-run")
+    if args.max_calls is not None: argv += ["--max-calls", str(args.max_calls)]
+    if args.kernel: argv += ["--kernel", args.kernel]
+    return argv
+
+# %% ../nbs/api/10_cli.ipynb #98052d47
+def _run_parallel(plan: list, args) -> int:
+    """The notebooks in `args.jobs` processes at once, on the caches they share (opened first: `prepare_caches`). Each
+    notebook's progress lines come as they happen, marked with its name; its results when it ends. The exit status
+    sums them up: 0 all ran, 1 some stopped at an error, 3 some stopped at the call budget."""
+    import subprocess, threading, time
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from leaf_nb.runs import prepare_caches
+    prepare_caches(plan)
+    lock, width = threading.Lock(), max(len(nb.stem) for nb, _ in plan)
+
+    def one(i: int, nb: Path):
+        start = time.time()
+        with lock: _say(f"[{i}/{len(plan)}] {nb.name}: started")
+        proc = subprocess.Popen(_child_argv(nb, args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8")
+        out = []
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))
+        reader.start()
+        for line in proc.stderr:
+            with lock: print(f"{nb.stem:>{width}} | {line.rstrip()}", file=sys.stderr, flush=True)
+        rc = proc.wait(); reader.join()
+        return i, nb, rc, "".join(out), time.time() - start
+
+    results = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for f in as_completed([pool.submit(one, i, nb) for i, (nb, _) in enumerate(plan, 1)]):
+            i, nb, rc, out, secs = f.result()
+            state = {0: "done", 3: "stopped at the call budget (the same command continues)"}.get(rc, f"stopped at an error (exit {rc})")
+            with lock:
+                sys.stdout.write(out); sys.stdout.flush()
+                _say(f"[{i}/{len(plan)}] {nb.name}: {state} after {secs:.0f} s")
+            results.append((nb, rc))
+    failed = [nb.name for nb, rc in results if rc not in (0, 3)]
+    budget = [nb.name for nb, rc in results if rc == 3]
+    _say(f"{len(plan)} notebooks in {min(args.jobs, len(plan))} processes: {len(plan) - len(failed) - len(budget)} done"
+         + (f", {len(failed)} stopped at an error ({', '.join(failed)})" if failed else "")
+         + (f", {len(budget)} at the call budget ({', '.join(budget)})" if budget else ""))
+    return 1 if failed else 3 if budget else 0
+
+# %% ../nbs/api/10_cli.ipynb #0e8b59ea
+@subcommand("reproduce", "Run paper notebooks with papermill: on their smoke defaults, or with a shared profile and their paper profiles.",
+            arg("notebooks", nargs="*", help="paper notebooks, e.g. nbs/papers/leaf/table2_fcrag.ipynb (none with --all)"),
+            arg("--all", action="store_true", help="every paper notebook under nbs/papers"),
+            arg("--profile", default=None, help="a shared profile (a name in profiles/, e.g. h100, or a YAML file); with it each "
+                "notebook also reads its own <notebook>.paper.yaml unless -f is given, and the run starts only once the "
+                "pre-flight checklist has no ✘"),
+            arg("-f", "--parameters-file", action="append", default=[], help="a YAML profile of the notebook's own (repeatable)"),
+            arg("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="override one parameter (JSON values parsed)"),
+            arg("--check", action="store_true", help="print the pre-flight checklist (data, indexes, tokenizers, models, servers) and exit: 0 all ready, 4 not"),
+            arg("--no-check", action="store_true", help="start without the pre-flight checklist"),
+            arg("--dry-run", action="store_true", help="call no model: print the calls, tokens and time the run needs, and what "
+                "the cache holds; a notebook whose data is missing is priced from MIRAGE's question counts and --calls-file"),
+            arg("--calls-file", default=None, help="measured calls and tokens per question, for a dry run without the data "
+                "(default: benchmarks/results/calls_per_question.csv)"),
+            arg("--tokens-per-s", type=float, default=1000.0, help="generated tokens per second the dry run's time estimate assumes"),
+            arg("--max-calls", type=int, default=None, help="stop cleanly after this many model calls (per notebook); the same command continues"),
+            arg("--jobs", type=int, default=1, help="run this many notebooks at once, each in its own process, on the same cache"),
+            arg("--kernel", default=None, help="Jupyter kernel name (default: the notebook's)"))
+def reproduce_cmd(args) -> int:
+    from leaf_nb.runs import check_runs, checklist, estimate_costs
+    plan = _plan(args)
+    run = _run_parallel if args.jobs > 1 and len(plan) > 1 else _run_sequential
+    if not (args.check or (args.profile and not args.no_check)): return run(plan, args)
+    checks = check_runs(plan)
+    ready = all(c.ok for c in checks)
+    if args.check or not ready:
+        print(checklist(checks, f"pre-flight, {'profile ' + args.profile if args.profile else 'smoke defaults'}, "
+                                f"{len(plan)} notebook{'s' * (len(plan) > 1)}"))
+    if args.check: return 0 if ready else NOT_READY
+    if ready:
+        _say(f"pre-flight: all {len(checks)} things the run needs are ready")
+        return run(plan, args)
+    if not args.dry_run:
+        _say("not started: the ✘ items above are missing; fix them and run the same command (--no-check starts anyway)")
+        return NOT_READY
+    blocked = {nb for c in checks if c.dry_run and not c.ok for nb, _ in c.needed_by}  # what a dry run itself needs
+    for nb, params in plan:
+        if nb.stem in blocked: _print_estimate(nb, estimate_costs(nb, params, args.calls_file, args.tokens_per_s), args)
+    rest = [(nb, params) for nb, params in plan if nb.stem not in blocked]
+    rc = run(rest, args) if rest else 0
+    return rc or NOT_READY
 
 # %% ../nbs/api/10_cli.ipynb #eaa70d11
 @subcommand("record", "Re-record the model calls a notebook's smoke run replays (records/<notebook>.jsonl beside it), saving its outputs too.",
@@ -305,3 +424,17 @@ def execute_cmd(args) -> int:
         for p in res["problems"]: _say(f"{nb.name}: fix before committing: {p}")
         bad += bool(res["problems"])
     return 1 if bad else 0
+
+# %% ../nbs/api/10_cli.ipynb #db5cc65b
+@subcommand("cache", "Work on cache files: `leaf-nb cache merge JOB.sqlite ... --into MAIN.sqlite` adds what the jobs' caches hold.",
+            arg("action", choices=["merge"], help="merge: copy every entry of the sources that the target lacks (idempotent)"),
+            arg("sources", nargs="+", help="cache files to read (e.g. one per cluster job)"),
+            arg("--into", default=None, help="the cache to add to (default: $LEAF_NB_CACHE if set, else the default cache)"))
+def cache_cmd(args) -> int:
+    from leaf_nb.cluster import merge_caches
+    report = merge_caches(args.sources, into=args.into)
+    for r in report:
+        print(f"{r['source']}: {r['entries']:,} entries, {r['added']:,} added, {r['present']:,} already there"
+              + (f", {r['differing']:,} differing (the target's kept)" if r["differing"] else ""))
+    print(f"{report[-1]['into'] if report else args.into}: {report[-1]['total']:,} entries" if report else "nothing merged")
+    return 0

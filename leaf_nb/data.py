@@ -13,7 +13,8 @@ from typing import Iterable, Sequence
 
 # %% auto #0
 __all__ = ['MIRAGE_DATASETS', 'CLAIM_LABELS', 'COFCED', 'BenchmarkError', 'Question', 'load_mirage', 'CofCEDFields', 'Report',
-           'Claim', 'parse_claim', 'load_claims', 'report_corpus', 'load_medqa_jsonl', 'load_questions']
+           'Claim', 'parse_claim', 'load_claims', 'report_corpus', 'load_medqa_jsonl', 'load_questions',
+           'normalise_text', 'find_by_stem', 'questions_by_stem']
 
 # %% ../nbs/api/07_data.ipynb #524490f0
 MIRAGE_DATASETS = ("medqa", "medmcqa", "pubmedqa", "bioasq", "mmlu")
@@ -261,3 +262,56 @@ def load_questions(path: str | Path,  # a MIRAGE benchmark.json, or a MedQA-USML
     "Questions from MIRAGE's `benchmark.json` or, for a `.jsonl` file, from MedQA-USMLE's own release (five options in its US set)."
     return load_medqa_jsonl(path, dataset) if str(path).endswith(".jsonl") else load_mirage(path, dataset)
 
+
+# %% ../nbs/api/07_data.ipynb #7b252730
+_PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u201c": '"', "\u201d": '"',
+                        "\u201e": '"', "\u201f": '"', "\u2033": '"', "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-",
+                        "\u2014": "-", "\u2212": "-"})
+
+def normalise_text(text: str,  # a question stem or an option, as printed or as stored
+                  ) -> str:
+    "Text as the stem matcher compares it: Unicode NFKC, curly quotes and long dashes made plain, whitespace collapsed, case folded."
+    import unicodedata
+    return " ".join(unicodedata.normalize("NFKC", text).translate(_PLAIN).split()).casefold()
+
+# %% ../nbs/api/07_data.ipynb #855ffcd1
+def find_by_stem(questions: Sequence[Question],  # e.g. from `load_questions`
+                 stem: str,  # the question's opening words, as the paper prints them
+                 source: str = "the questions",  # names the file in errors
+                 options: Sequence[str] | None = None,  # the paper's printout of the options, A first; None or empty: not checked
+                 answer: str | None = None,  # the paper's correct letter; None or empty: not checked
+                ) -> Question:
+    "The one question whose text starts with `stem` (compared by `normalise_text`), checked against the paper's printout."
+    want = normalise_text(stem)
+    if not want: raise ValueError(f"{source}: an empty stem matches every question; give the question's opening words")
+    hits = [q for q in questions if normalise_text(q.question).startswith(want)]
+    if not hits:
+        raise BenchmarkError(f"{source}: no question starts with {stem!r} (compared ignoring case, spacing, quote and dash style); "
+                             "is this MedQA-USMLE's five-option US test file (questions/US/test.jsonl)?")
+    if len(hits) > 1:
+        raise BenchmarkError(f"{source}: {len(hits)} questions start with {stem!r} ({', '.join(q.qid for q in hits)}); give more of the stem")
+    q = hits[0]
+    if options:
+        theirs = [q.options[k] for k in sorted(q.options)]
+        if [normalise_text(o) for o in theirs] != [normalise_text(o) for o in options]:
+            raise BenchmarkError(f"{source}: {q.qid} starts with {stem!r} but its options {theirs} differ from the paper's {list(options)}")
+    if answer and q.answer != answer:
+        raise BenchmarkError(f"{source}: {q.qid} starts with {stem!r} but its answer is {q.answer!r}, the paper's is {answer!r}")
+    return q
+
+# %% ../nbs/api/07_data.ipynb #9612b2cd
+def questions_by_stem(path: str | Path,  # MedQA-USMLE JSONL (or a MIRAGE benchmark.json)
+                      stems: Sequence[str],  # each question's opening words, as the paper prints them
+                      dataset: str = "medqa",  # as in `load_questions`
+                      options: Sequence[Sequence[str]] | None = None,  # per stem, the paper's printed options (A first); empty: not checked
+                      answers: Sequence[str] | None = None,  # per stem, the paper's correct letter; empty: not checked
+                     ) -> list[Question]:
+    "The questions of `path` that the stems name, in the stems' order, each checked against the paper's printout."
+    options, answers = list(options or []), list(answers or [])
+    for name, given in (("options", options), ("answers", answers)):
+        if given and len(given) != len(stems): raise ValueError(f"{len(stems)} stems but {len(given)} {name}: give one per stem, or none")
+    pool = load_questions(path, dataset)
+    out = [find_by_stem(pool, s, str(path), options[i] if options else None, answers[i] if answers else None) for i, s in enumerate(stems)]
+    ids = [q.qid for q in out]
+    if len(set(ids)) < len(ids): raise BenchmarkError(f"{path}: two stems name the same question ({[i for i in ids if ids.count(i) > 1][0]})")
+    return out

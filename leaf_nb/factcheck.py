@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -21,8 +21,8 @@ from .retrieve import Hit, Retriever, passage_text
 from .text import split_sentences
 
 # %% auto #0
-__all__ = ['PAPER_LEAF', 'FactCheckSettings', 'question_context', 'leaf_score', 'search_loop', 'FactCheckResult', 'fact_check',
-           'fact_check_report']
+__all__ = ['PAPER_LEAF', 'PAPER_LEAF_ONE_SEARCH', 'FactCheckSettings', 'question_context', 'leaf_score', 'search_loop',
+           'FactCheckResult', 'fact_check', 'fact_check_report']
 
 # %% ../nbs/api/06_factcheck.ipynb #22a55d5b
 @dataclass(frozen=True)
@@ -32,10 +32,11 @@ class FactCheckSettings:
     "documents per search: 3 (LEAF paper, appendix 'Retrieval from MedRAG Corpus': the query retrieves 3 documents)"
     n_searches: int = 5
     """searches per sentence, each query written with the KNOWLEDGE the earlier searches found, and the rater
-    given all of it (SAFE's loop). Not stated in the paper; our choice: 5, SAFE's default (`max_steps`), since LEAF
-    adapts SAFE without saying it changed this; its query prompt asks for information 'not already in the KNOWLEDGE'
-    and its Limitations speak of 'several retrieval operations for each sentence', while its worked example
-    (Figures 3-4) shows only the first query and its 3 documents"""
+    given all of it (SAFE's loop). Not stated in the paper, which supports two readings: several (LEAF adapts
+    SAFE's 'iterative Google Search queries'; its query prompt asks for information 'that does not appear in the
+    KNOWLEDGE'; its Limitations speak of 'several retrieval operations for each sentence'), or one (its worked
+    example, appendix Figures 3-5: one query, 'retrieve 3 relevant documents', their KNOWLEDGE given to the rater).
+    Our choice for `PAPER_LEAF`: 5, SAFE's default (`max_steps`); `PAPER_LEAF_ONE_SEARCH` is the other reading"""
     use_context: bool = True
     "give the question as CONTEXT to query writing and rating (the paper); False is the SAFE-style ablation"
     verdict: str = "cot"
@@ -56,6 +57,9 @@ class FactCheckSettings:
         if self.n_searches < 1: raise ValueError("n_searches must be at least 1")
 
 PAPER_LEAF = FactCheckSettings()
+
+# %% ../nbs/api/06_factcheck.ipynb #3e104026
+PAPER_LEAF_ONE_SEARCH = replace(PAPER_LEAF, n_searches=1)  # the appendix's worked example: one query, 3 documents, the verdict
 
 # %% ../nbs/api/06_factcheck.ipynb #38007e42
 def question_context(question: str,  # the question stem
@@ -143,9 +147,10 @@ class FactCheckResult:
 
 # %% ../nbs/api/06_factcheck.ipynb #7909c7ac
 def _answer_rows(n_answers: int, sentences: pd.DataFrame, s: FactCheckSettings, question_ids) -> pd.DataFrame:
+    by_answer = [[] for _ in range(n_answers)]  # one pass over the sentences, not one per answer
+    for a, verdict in zip(sentences.answer.tolist(), sentences.verdict.tolist()): by_answer[a].append(verdict)
     rows = []
-    for a in range(n_answers):
-        v = sentences.verdict[sentences.answer == a].tolist()
+    for a, v in enumerate(by_answer):
         score = leaf_score(v, s.unparsed)
         rows.append({"answer": a, "question_id": None if question_ids is None else question_ids[a],
                      "n_sentences": len(v), "n_supported": v.count(SUPPORTED), "n_not_supported": v.count(NOT_SUPPORTED),

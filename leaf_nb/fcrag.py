@@ -15,10 +15,11 @@ from .evaluate import correctness
 from .factcheck import PAPER_LEAF, FactCheckSettings, fact_check, question_context
 from .llm import LM, Prompt, user
 from .prompts import SUPPORTED, Prompts, answer_prompt, as_prompts, fcrag_prompt, medrag_prompt, parse_json_choice, parse_option
-from .retrieve import Retriever, passage_text
+from .retrieve import Hit, Retriever, passage_text
 
 # %% auto #0
-__all__ = ['AnswerSettings', 'plain_answers', 'medrag_answers', 'unsupported_knowledge', 'fc_rag', 'fcrag_outcomes']
+__all__ = ['AnswerSettings', 'plain_answers', 'medrag_retrieve', 'medrag_answers', 'unsupported_knowledge', 'fc_rag',
+           'fcrag_outcomes']
 
 # %% ../nbs/api/09_fcrag.ipynb #6c91d6db
 @dataclass(frozen=True)
@@ -61,10 +62,17 @@ def plain_answers(questions: Sequence[Question], llm: LM, settings: AnswerSettin
     return _rows("no retrieval", questions, answers)
 
 # %% ../nbs/api/09_fcrag.ipynb #9e86b55d
+def medrag_retrieve(questions: Sequence[Question],  # the questions to search for
+                    retriever: Retriever,  # MedRAG's index (`medrag_index` in the paper profiles)
+                    k: int = 32,  # snippets per question (MedRAG's default)
+                   ) -> list[list[Hit]]:
+    "MedRAG's retrieval (Xiong et al. 2024): the question alone, without its options, as the query; the top `k` snippets."
+    return retriever.search([q.question.strip() for q in questions], k=k)
+
 def medrag_answers(questions: Sequence[Question], llm: LM, retriever: Retriever, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
-    """MedRAG's standard RAG (Xiong et al. 2024): the question alone as the query, the top `k` snippets, MedRAG's
-    step-by-step JSON prompt (`medrag_prompt`), its `answer_choice` read strictly (`unparsed` otherwise)."""
-    hits = retriever.search([q.question.strip() for q in questions], k=settings.k)
+    """MedRAG's standard RAG (Xiong et al. 2024): the question alone as the query (`medrag_retrieve`), the top `k` snippets,
+    MedRAG's step-by-step JSON prompt (`medrag_prompt`), its `answer_choice` read strictly (`unparsed` otherwise)."""
+    hits = medrag_retrieve(questions, retriever, settings.k)
     prompts = [medrag_prompt(q.question, q.options, [passage_text(h.title, h.text) for h in hs]) for q, hs in zip(questions, hits)]
     answers = _answer(llm, prompts, settings, "MedRAG answers")
     return _rows("MedRAG", questions, answers, [parse_json_choice(a, q.options) for a, q in zip(answers, questions)],
@@ -103,13 +111,16 @@ def fc_rag(questions: Sequence[Question],  # the questions to answer
            check: FactCheckSettings = PAPER_LEAF,
            writer: LM | None = None,  # writes the fact-check queries; default: the rater (SAFE's one model for every step)
            prompts: Prompts | str | None = None,  # answer, FC-RAG, query and fact-check templates (a `Prompts` or its YAML file); None: the paper's
+           answers: Sequence[str] | None = None,  # the first answers, one per question (e.g. sampled ones, as in Table 7); None: plain answers
           ) -> pd.DataFrame:
-    """Every round of Fact-Check-Then-RAG as rows (question x round): answer, fact-check, and re-answer the failing
+    """Every round of Fact-Check-Then-RAG as rows (question x round): answer (or take `answers`), fact-check, and re-answer the failing
     questions with the documents of their unsupported sentences until they pass or reach `settings.max_rounds`.
     `final` marks the answer each question ends with; `stop` says why: 'passed', 'cap' or 'repeat'."""
     rater, templates = rater or llm, as_prompts(prompts)
     contexts = [question_context(q.question, q.options) for q in questions]
-    answers = _answer(llm, [answer_prompt(q.question, q.options, templates) for q in questions], settings, "answers")
+    if answers is None: answers = _answer(llm, [answer_prompt(q.question, q.options, templates) for q in questions], settings, "answers")
+    elif len(answers) != len(questions): raise ValueError(f"{len(questions)} questions but {len(answers)} first answers")
+    answers = list(answers)
     frames, todo, stop, knowledge_ids = [], list(range(len(questions))), {}, [[] for _ in questions]
     for rnd in range(settings.max_rounds + 1):
         res = fact_check([answers[i] for i in todo], [contexts[i] for i in todo], llm=writer or rater, rater=rater,

@@ -28,7 +28,7 @@ import numpy as np
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, request_key
+from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, keyed, request_key
 
 # %% auto #0
 __all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'through_cache', 'LM',
@@ -78,8 +78,8 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                   progress: bool = True,
                   computed=None,  # called once per computed result (e.g. to count backend calls)
                  ) -> list:
-    "Results for `reqs`: cached ones read, identical requests computed once, each new result stored the moment it arrives."
-    keys = [request_key(d) for d in dicts]
+    "Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`)."
+    keys, texts = zip(*map(keyed, dicts)) if dicts else ((), ())
     found = cache.get_many(keys) if cache is not None else {}
     todo = {}  # key -> index of its first request: identical requests are computed once
     for i, k in enumerate(keys):
@@ -87,22 +87,24 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
     if todo:
         idx = list(todo.values())
         bar = tqdm(total=len(idx), desc=desc, disable=not progress or len(idx) < 2, leave=False)
+        writer = cache.writer() if cache is not None else None
         try:
             for j, value in compute([reqs[i] for i in idx]):
                 i = idx[j]
                 if computed is not None: computed()
                 found[keys[i]] = value
-                if cache is not None: cache.put(keys[i], value, dicts[i])
+                if writer is not None: writer.put(keys[i], value, dicts[i], texts[i])
                 bar.update()
         finally:
             bar.close()
+            if writer is not None: writer.close()  # also when compute failed: what finished is kept
     return [found[k] for k in keys]
 
 # %% ../nbs/api/01_llm.ipynb #9eb69671
 class LM:
     """Base class: request keys, the cache, de-duplication and progress. A backend overrides
     `_generate` and `_label_logprobs`, which receive only the requests the cache does not hold and
-    yield `(index, result)` pairs as they finish, so each result is stored the moment it exists."""
+    yield `(index, result)` pairs as they finish, so each result is stored as it arrives (`through_cache`)."""
     kind = "lm"
 
     def __init__(self,
@@ -282,12 +284,14 @@ class OpenAICompatible(LM):
                  max_retries: int = 3,  # per request, with exponential backoff, on 429/5xx/timeouts/refused connections
                  timeout: float = 120.0,  # seconds per attempt
                  tokenizer=None,  # the served model's HF tokenizer, its folder, or a function returning either; needed by `label_logprobs`
+                 batch_size: int = 1,  # prompts per request; above 1, prompts go to /completions as lists (chat ones rendered: needs `tokenizer`)
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
                  identity: str | None = None,  # what the model is, for servers that do not say (`openai:URL#name@identity`); None: ask `/models`
                 ):
         super().__init__(model, cache, progress, identity=None if identity is None else f"{model}@{identity}")
-        self.base_url, self.max_concurrency = base_url.rstrip("/"), max_concurrency
+        if batch_size < 1: raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.base_url, self.max_concurrency, self.batch_size = base_url.rstrip("/"), max_concurrency, batch_size
         self.max_retries, self.timeout = max_retries, timeout
         self._api_key, self._client, self._tokenizer = api_key, None, tokenizer
         self.sent = self.attempts = 0  # HTTP requests made, and attempts including retries
@@ -314,9 +318,14 @@ def _count_attempt(self: OpenAICompatible, request):
     with self._count_lock: self.attempts += 1
 
 @patch
-def _create(self: OpenAICompatible, api, **kw):
+def _post(self: OpenAICompatible, path: str, **body) -> dict:
+    "POST `body` and the model's name to `path` (`/completions`, `/chat/completions`) through the client; the JSON reply."
     with self._count_lock: self.sent += 1
-    return api.create(model=self.model_id, **kw)
+    raw = self.client.post(path, body={"model": self.model_id, **{k: v for k, v in body.items() if v is not None}}, cast_to=bytes)
+    try: out = json.loads(raw)
+    except ValueError as e: raise LMError(f"server {self.base_url} answered {path} with a body that is not JSON ({e})") from e
+    if not isinstance(out, dict): raise LMError(f"server {self.base_url} answered {path} with JSON that is not an object")
+    return out
 
 @patch(as_prop=True)
 def retries(self: OpenAICompatible) -> int:
@@ -355,22 +364,58 @@ def _identify(self: OpenAICompatible) -> str:
 # %% ../nbs/api/01_llm.ipynb #af287329
 @patch
 def _complete(self: OpenAICompatible, r: GenRequest) -> str:
-    kw = dict(max_tokens=r.max_tokens, temperature=r.temperature, stop=list(r.stop) if r.stop else None)
-    if r.seed is not None: kw["seed"] = r.seed
+    kw = dict(max_tokens=r.max_tokens, temperature=r.temperature, stop=list(r.stop) if r.stop else None, seed=r.seed)
     chat = not isinstance(r.prompt, str)
-    api = self.client.chat.completions if chat else self.client.completions
-    resp = self._create(api, **({"messages": r.prompt} if chat else {"prompt": r.prompt}), **kw)
-    if not getattr(resp, "choices", None):
+    out = self._post("/chat/completions", messages=r.prompt, **kw) if chat else self._post("/completions", prompt=r.prompt, **kw)
+    if not out.get("choices"):
         raise LMError(f"server {self.base_url} answered a completion with no choices")
-    choice = resp.choices[0]
-    text = choice.message.content if chat else choice.text
+    choice = out["choices"][0]
+    text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
     if text is None:  # an empty string is an answer; a missing one is not
-        raise LMError(f"server {self.base_url} answered with no completion text (finish_reason={choice.finish_reason!r})")
+        raise LMError(f"server {self.base_url} answered with no completion text (finish_reason={choice.get('finish_reason')!r})")
     return truncate_at_stop(text, r.stop)
+
+# %% ../nbs/api/01_llm.ipynb #f1bc7052
+@patch
+def _render(self: OpenAICompatible, prompt: Prompt) -> str:
+    "The text the served model reads: a chat prompt through the tokenizer's chat template, as vLLM's chat endpoint renders it."
+    if isinstance(prompt, str): return prompt
+    return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+@patch
+def _complete_batch(self: OpenAICompatible, batch: list[GenRequest]) -> list[str]:
+    "One `/completions` request for prompts that share their parameters: a list of texts in, one choice per prompt back, in order."
+    r, chat = batch[0], not isinstance(batch[0].prompt, str)
+    out = self._post("/completions", prompt=[self._render(x.prompt) for x in batch], max_tokens=r.max_tokens,
+                     temperature=r.temperature, stop=list(r.stop) if r.stop else None, seed=r.seed,
+                     add_special_tokens=False if chat else None)  # the template wrote them, as on vLLM's chat endpoint
+    choices = sorted(out.get("choices") or [], key=lambda c: c.get("index", -1))
+    if [c.get("index") for c in choices] != list(range(len(batch))):
+        raise LMError(f"server {self.base_url} answered {len(choices)} choices (indices {[c.get('index') for c in choices][:8]}) "
+                      f"for a list of {len(batch)} prompts")
+    if any(c.get("text") is None for c in choices):
+        raise LMError(f"server {self.base_url} answered with no completion text for some prompts of a list")
+    return [truncate_at_stop(c["text"], x.stop) for c, x in zip(choices, batch)]
+
+# %% ../nbs/api/01_llm.ipynb #4e9d1bc9
+@patch
+def _requests(self: OpenAICompatible, reqs: list[GenRequest]) -> list[tuple[bool, list[int]]]:
+    "How `reqs` travel: `(as a list, positions)` per HTTP request; one each unless `batch_size` > 1 and the prompt can be sent as text."
+    if self.batch_size <= 1: return [(False, [i]) for i in range(len(reqs))]
+    alone, groups = [], {}
+    for i, r in enumerate(reqs):
+        chat = not isinstance(r.prompt, str)
+        if chat and self._tokenizer is None: alone.append((False, [i])); continue  # no template to render it with
+        groups.setdefault((chat, r.temperature, r.max_tokens, r.stop, r.seed), []).append(i)
+    return alone + [(True, g[s:s + self.batch_size]) for g in groups.values() for s in range(0, len(g), self.batch_size)]
 
 @patch
 def _generate(self: OpenAICompatible, reqs):
-    yield from _run_pool(self._complete, reqs, self.max_concurrency, f"server {self.base_url}")
+    plan = self._requests(reqs)
+    if any(listed for listed, _ in plan) and self._tokenizer is not None: self.tokenizer  # load it before the threads need it
+    send = lambda job: self._complete_batch([reqs[i] for i in job[1]]) if job[0] else [self._complete(reqs[job[1][0]])]
+    for j, texts in _run_pool(send, plan, self.max_concurrency, f"server {self.base_url}"):
+        yield from zip(plan[j][1], texts)
 
 # %% ../nbs/api/01_llm.ipynb #06167760
 @patch(as_prop=True)
@@ -393,14 +438,15 @@ def _score(self: OpenAICompatible, pair) -> float:
     text = prompt if isinstance(prompt, str) else tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     total = 0.0
     for t in tok(label, add_special_tokens=False)["input_ids"]:
-        choice = self._create(self.client.completions, prompt=text, max_tokens=1, temperature=0.0, logprobs=1,
-                              logit_bias={str(t): 100}).choices[0]
-        lp = choice.logprobs.token_logprobs if choice.logprobs else None
+        choices = self._post("/completions", prompt=text, max_tokens=1, temperature=0.0, logprobs=1,
+                             logit_bias={str(t): 100}).get("choices")
+        if not choices: raise LMError(f"server {self.base_url} answered a label-scoring completion with no choices")
+        lp = (choices[0].get("logprobs") or {}).get("token_logprobs")
         if not lp or lp[0] is None:
             raise LMError(f"server {self.base_url} returned no log-probabilities for completions (logprobs=1)")
-        if choice.text != tok.decode([t]):
-            raise LMError(f"server {self.base_url} ignored logit_bias: asked for token {tok.decode([t])!r}, got {choice.text!r}")
-        total, text = total + lp[0], text + choice.text
+        if choices[0].get("text") != tok.decode([t]):
+            raise LMError(f"server {self.base_url} ignored logit_bias: asked for token {tok.decode([t])!r}, got {choices[0].get('text')!r}")
+        total, text = total + lp[0], text + choices[0]["text"]
     return total
 
 @patch

@@ -13,6 +13,7 @@ __all__ = ['SUPPORTED', 'NOT_SUPPORTED', 'UNPARSED', 'SUPPORTED_LABEL', 'NOT_SUP
 # %% ../nbs/api/02_prompts.ipynb #e89b4473
 import json
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from pathlib import Path
 import re
 import unicodedata
@@ -37,22 +38,43 @@ def format_options(options:dict[str, str],  # option letter -> option text, e.g.
 SECTION_HEADERS = ("KNOWLEDGE", "CONTEXT", "STATEMENT", "QUESTION", "OPTIONS", "ANSWER")  # headings the prompts use
 NO_DOCUMENTS = "(no documents were retrieved)"  # what the KNOWLEDGE section says when there are none
 
-# %% ../nbs/api/02_prompts.ipynb #5ae9c444
+# %% ../nbs/api/02_prompts.ipynb #05b99ccf
 _BRACKETED = re.compile(r"\[([^\[\]]*)\]")  # innermost [...] spans
+_SQUARE = re.compile(r"[\[\]]")
+_SUPPORT = re.compile("support", re.I)
 _FENCE_TAG = re.compile(r"<(\s*/?\s*document)", re.I)
 _HEADER = re.compile(r"(" + "|".join(SECTION_HEADERS) + r")\s*:", re.I)
 
 def _drop_invisible(text:str) -> str:
     "Remove format characters (zero-width spaces, bidi overrides, tag characters) that can hide text."
-    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+    if text.isascii(): return text  # no format character is ASCII
+    cf = [c for c in set(text) if unicodedata.category(c) == "Cf"]  # each distinct character looked up once
+    return text.translate(dict.fromkeys(map(ord, cf))) if cf else text
 
+# %% ../nbs/api/02_prompts.ipynb #5486652d
 def _defuse_labels(text:str) -> str:
-    "Turn every `[...]` that mentions 'support' into `(...)`, innermost first, until none is left."
-    while True:
-        out = _BRACKETED.sub(lambda m: f"({m[1]})" if re.search("support", m[1], re.I) else m[0], text)
-        if out == text: return out
-        text = out
+    "Turn every `[...]` that mentions 'support' into `(...)`, innermost first, until none is left: one pass over the brackets."
+    if "[" not in text or "]" not in text: return text
+    stack, turn, prev = [], [], 0  # stack: [position of '[', a pair inside it stays, 'support' inside it]
+    for m in _SQUARE.finditer(text):
+        i = m.start()
+        if stack and not stack[-1][2] and _SUPPORT.search(text, prev, i): stack[-1][2] = True  # the text since the last bracket
+        prev = i + 1
+        if text[i] == "[": stack.append([i, False, False]); continue
+        if not stack: continue  # a ']' that closes nothing stays
+        start, stays, support = stack.pop()
+        turned = support and not stays
+        if turned: turn += (start, i)
+        if stack:
+            stack[-1][1] |= not turned
+            stack[-1][2] |= support
+    if not turn: return text
+    parts, at = [], 0
+    for p in sorted(turn): parts += (text[at:p], "(" if text[p] == "[" else ")"); at = p + 1
+    return "".join(parts) + text[at:]
 
+# %% ../nbs/api/02_prompts.ipynb #6fe414e9
+@lru_cache(maxsize=1 << 13)
 def defuse(text:str, # one retrieved document
           ) -> str:
     "Make `text` safe to place inside a `<document>` fence: it can no longer close the fence, start a section or cast a verdict."

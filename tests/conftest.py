@@ -21,8 +21,9 @@ def server():
 class ScriptedServer:
     """An OpenAI-compatible endpoint on loopback whose answers come from `script(request_json, number) -> action`:
     `("ok", text)`, `("sleep", seconds, text)`, `("malformed",)` (HTTP 200, broken JSON), `("no_choices",)`,
-    `("null_content",)`, `("close",)` (drop the connection), `("status", code)` or `("logprob", token_text, logprob)` (a
-    one-token completion with its log-probability, as label scoring asks for). It records every request body and the
+    `("null_content",)`, `("close",)` (drop the connection), `("status", code)`, `("logprob", token_text, logprob)` (a
+    one-token completion with its log-probability, as label scoring asks for) or `("one_choice", text)` (one choice even
+    for a list of prompts; `ok` answers a list with one choice per prompt). It records every request body and the
     most requests it held at once (overall and per `max_tokens` value, which tells the stages of a pipeline apart)."""
 
     def __init__(self, script, model="scripted", models_entry=None):
@@ -84,9 +85,13 @@ class ScriptedServer:
                 elif kind == "null_content":
                     choices = [{"index": 0, "finish_reason": "length",
                                 **({"message": {"role": "assistant", "content": None}} if chat else {"text": None})}]
-                else:
-                    choices = [{"index": 0, "finish_reason": "stop",
-                                **({"message": {"role": "assistant", "content": action[1]}} if chat else {"text": action[1]})}]
+                elif kind == "one_choice":  # whatever was asked: a server that drops prompts of a list
+                    choices = [{"index": 0, "finish_reason": "stop", "text": action[1]}]
+                else:  # one choice per prompt of a list, as the OpenAI API answers
+                    n = len(body["prompt"]) if isinstance(body.get("prompt"), list) else 1
+                    choices = [{"index": i, "finish_reason": "stop",
+                                **({"message": {"role": "assistant", "content": action[1]}} if chat else {"text": action[1]})}
+                               for i in range(n)]
                 payload = {"id": "cmpl-1", "object": "chat.completion" if chat else "text_completion", "created": 0,
                            "model": owner.model, "choices": choices,
                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -15,8 +15,8 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from leaf_nb.cache import Cache
 from leaf_nb.data import CLAIM_LABELS, BenchmarkError, Claim, load_claims, report_corpus
-from leaf_nb.ffrr import (PAPER_FFRR, FFRRTrainer, Policy, Step, Verifier, decompose, macro_prf, ordered_steps,
-                          policy_rows, run_episodes, verify_prompt)
+from leaf_nb.evaluate import macro_prf
+from leaf_nb.ffrr import PAPER_FFRR, FFRRTrainer, Policy, Step, Verifier, decompose, ordered_steps, policy_rows, run_episodes, verify_prompt
 from leaf_nb.llm import LM
 from conftest import ScriptedServer
 from leaf_nb.prompts import UNPARSED
@@ -176,14 +176,15 @@ def test_unparsed_questions_are_recorded_and_searched_with_the_claim(tmp_path):
 
 @hsettings(max_examples=60, deadline=None)
 @given(st.data())
-def test_macro_prf_matches_scikit_learn(data):
+def test_macro_prf_matches_scikit_learn_with_the_papers_f1(data):
     labels = data.draw(st.sampled_from([CLAIM_LABELS["rawfc"], CLAIM_LABELS["liar-raw"]]))
     n = data.draw(st.integers(1, 30))
     gold = data.draw(st.lists(st.sampled_from(labels), min_size=n, max_size=n))
     pred = data.draw(st.lists(st.sampled_from(list(labels) + [UNPARSED]), min_size=n, max_size=n))
     mine = macro_prf(gold, pred, labels)
-    ref = precision_recall_fscore_support(gold, pred, labels=list(labels), average="macro", zero_division=0)
-    assert np.allclose([mine["precision"], mine["recall"], mine["f1"]], ref[:3], atol=1e-12)
+    P, R, F, _ = precision_recall_fscore_support(gold, pred, labels=list(labels), average="macro", zero_division=0)
+    paper_f1 = 2 * P * R / (P + R) if P + R else 0.0  # FFRR §6.1.1: F1 = 2RP/(R+P) of the macro P and R
+    assert np.allclose([mine["precision"], mine["recall"], mine["f1"], mine["mean_class_f1"]], [P, R, paper_f1, F], atol=1e-12)
 
 
 def test_loaders_name_the_file_and_the_field(tmp_path):
@@ -286,7 +287,7 @@ def test_a_corpus_given_as_a_notebook_parameter_is_the_pool_every_method_searche
     assert prov["models"]["llm"]["name"] == "scripted"
 
 
-@pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward"])
+@pytest.mark.parametrize("name", ["table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps"])
 def test_ffrr_paper_profiles_take_models_and_folders_from_the_shared_profile(name):
     from leaf_nb.runs import read_profile, run_parameters
     folder = Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr"
@@ -303,7 +304,7 @@ def test_ffrr_paper_profiles_take_models_and_folders_from_the_shared_profile(nam
 
 
 @pytest.mark.parametrize("name", ["api/12_ffrr", "papers/ffrr/table1_datasets", "papers/ffrr/table2_verification",
-                                  "papers/ffrr/fig4_effect_of_k", "papers/ffrr/fig5_final_reward"])
+                                  "papers/ffrr/fig4_effect_of_k", "papers/ffrr/fig5_final_reward", "papers/ffrr/validation_sweeps"])
 def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
     "Executed outputs: a table and a figure in each (12_ffrr: the ε-greedy choices and the ranks before/after training), no stderr."
     from leaf_nb.notebooks import output_problems
@@ -313,3 +314,35 @@ def test_ffrr_notebooks_are_committed_with_what_a_reader_sees(name):
     images = sum("image/png" in o.get("data", {}) for o in outs)
     assert tables >= 1 and images >= (2 if name.startswith("api/") else 1), (tables, images)
     assert output_problems(cells) == []
+
+
+def _committed(name):
+    "A committed FFRR paper notebook's code sources and the HTML tables of its outputs."
+    cells = json.loads((Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / f"{name}.ipynb").read_text())["cells"]
+    code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return code, ["".join(o.get("data", {}).get("text/html", "")) for c in cells for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+
+
+@pytest.mark.parametrize("name, statement, quote", [
+    ("fig4_effect_of_k", "best K in {3, 4}", "the best option for guiding the LLM-based verification would be just using the top 3-4 documents"),
+    ("fig4_effect_of_k", "F1 rises with K up to 3", "the increase of K improves the performance consistently when K ≤ 3"),
+    ("fig5_final_reward", "r_g only lower than with r_g", "if we only use the final reward for tuning, the performance is unsatisfactory")])
+def test_the_figure_notebooks_quote_section_6_3_and_claim_nothing_per_curve_it_does_not_say(name, statement, quote):
+    # §6.3 says of Figure 4 as a whole that F1 improves "consistently when K ≤ 3" and that "3-4 documents" seem best, and of
+    # Figure 5 that r_g alone is "unsatisfactory": no level or dataset named. The per-curve checks are ours, with no "paper" column.
+    code, tables = _committed(name)
+    assert quote in code
+    mine = [t for t in tables if f"<th>{statement}</th>" in t]
+    assert mine and not any("<th>paper</th>" in t for t in mine)
+    assert any(quote in t for t in tables)  # shown in full beside the run's counts
+
+
+def test_the_validation_sweeps_profile_holds_the_papers_grid_and_choices():
+    # §6.1.2: shots tuned within {1,2,4,6,8} and set to 2; ε examined from 0 to 1, 0.1 chosen; K adjusted within [1,8], fixed at 3.
+    from leaf_nb.ffrr import PAPER_FFRR
+    from leaf_nb.runs import read_profile
+    own = read_profile(Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / "validation_sweeps.paper.yaml")
+    assert (own["base_shots"], own["base_epsilon"], own["base_k"]) == (PAPER_FFRR.shots, PAPER_FFRR.epsilon, PAPER_FFRR.k) == (2, 0.1, 3)
+    assert own["ks"] == list(range(1, 9)) and min(own["epsilons"]) == 0 and max(own["epsilons"]) == 1 and set(own["shots"]) <= {1, 2, 4, 6, 8}
+    code, tables = _committed("validation_sweeps")
+    assert any("paper&#x27;s choice" in t or "paper's choice" in t for t in tables)

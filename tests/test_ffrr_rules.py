@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import precision_recall_fscore_support
 
 from leaf_nb.cache import Cache
 from leaf_nb.data import CLAIM_LABELS, Claim, Report, load_claims
-from leaf_nb.ffrr import (PAPER_FFRR, PAPER_PROMPTING, VERIFY_DEMOS, Policy, Verifier, dataset_stats, decompose, decompose_prompt,
-                          drop_leaks, leak_free_pool, macro_prf, randomization_test, react_rows, replug_loss, retrieve_evidence,
-                          run_episodes, significance, verify_edit_rows)
+from leaf_nb.evaluate import f1_from_pr, macro_prf, randomization_test, score_table, significance
+from leaf_nb.ffrr import (BASELINES, PAPER_FFRR, VERIFY_DEMOS, Policy, Verifier, dataset_stats, decompose, decompose_prompt, drop_leaks,
+                          leak_free_pool, replug_loss, retrieve_evidence, run_episodes)
+from leaf_nb.ffrr_baselines import PAPER_PROMPTING, direct_prompt, react_rows, verify_edit_rows
 from leaf_nb.llm import LM
 
 from test_ffrr import CLAIMS, DOCS, POOL, Telling
@@ -144,7 +146,9 @@ def test_the_verification_prompt_has_two_demonstrations_of_its_own(tmp_path):
     fixture_texts = {c.claim for c in fixture_claims()} | {c.claim for c in CLAIMS} | set(DOCS.values())
     demo_texts = {c for ds in VERIFY_DEMOS.values() for c, docs, _ in ds} | {d for ds in VERIFY_DEMOS.values() for _, docs, _ in ds for d in docs}
     assert not demo_texts & fixture_texts
-    assert len(Verifier(Telling("t", progress=False), CLAIM_LABELS["rawfc"]).prompt("A claim.", None)) == 1  # direct prompting: zero-shot
+    assert len(direct_prompt("A claim.", CLAIM_LABELS["rawfc"])) == 1  # direct prompting: zero-shot, no evidence
+    with pytest.raises(ValueError, match="direct prompting has a prompt of its own"):
+        Verifier(Telling("t", progress=False), CLAIM_LABELS["rawfc"]).prompt("A claim.", None)
 
 
 def test_the_leak_filter_removes_what_reveals_a_verdict():
@@ -215,5 +219,54 @@ def test_significance_is_an_approximate_randomisation_on_macro_scores():
     gold = ["true", "half", "false"] * 10
     rows = pd.concat([pd.DataFrame({"method": m, "event_id": range(30), "gold": gold, "pred": p})
                       for m, p in (("ReAct", ["true"] * 30), ("REPLUG (d)", ["false"] * 30), ("FFRR (d+q)", gold))])
-    sig = significance(rows, labels)
+    sig = significance(rows, labels, BASELINES)
     assert sig.marked.all() and set(sig.best_baseline) <= {"ReAct", "REPLUG (d)"}
+
+
+def _counts(confusion, labels):
+    "Gold and predicted labels that give the confusion matrix `confusion` (rows gold, columns predicted)."
+    pairs = [(g, p) for i, g in enumerate(labels) for j, p in enumerate(labels) for _ in range(confusion[i][j])]
+    return [g for g, _ in pairs], [p for _, p in pairs]
+
+
+def test_macro_f1_is_the_harmonic_mean_of_macro_precision_and_recall():
+    # §6.1.1: "macro-average precision (P), recall (R), and F1 (F1 = 2RP/(R+P))". Per-class P = .9/.2/.5 and R = .3/.8/.5 give
+    # macro P = R = 53.3, so the paper's F1 is 53.3; the mean of the per-class F1s (scikit-learn's macro F1) would be 42.3.
+    labels = CLAIM_LABELS["rawfc"]
+    gold, pred = _counts([[27, 60, 3], [3, 16, 1], [0, 4, 4]], labels)
+    P, R, _, _ = precision_recall_fscore_support(gold, pred, labels=list(labels), average=None, zero_division=0)
+    assert np.allclose(P, [0.9, 0.2, 0.5]) and np.allclose(R, [0.3, 0.8, 0.5])
+    m = macro_prf(gold, pred, labels)
+    assert [round(100 * m[k], 1) for k in ("precision", "recall", "f1", "mean_class_f1")] == [53.3, 53.3, 53.3, 42.3]
+    t = score_table(pd.DataFrame({"method": "A", "gold": gold, "pred": pred}), labels)
+    assert (t.loc["A", "f1"], t.loc["A", "mean_class_f1"]) == (53.3, 42.3)
+
+
+def test_table2s_f1_is_the_harmonic_mean_of_its_own_p_and_r():
+    # Table 2, REPLUG (d) on RAWFC: P 51.8, R 56.9, F1 54.2 = 2 · 51.8 · 56.9 / 108.7 (table2_verification checks every row).
+    assert round(f1_from_pr(51.8, 56.9), 1) == 54.2
+    rng = np.random.default_rng(0)  # and a run's F1 is that function of the run's own P and R, whatever the per-class balance
+    for labels in (CLAIM_LABELS["rawfc"], CLAIM_LABELS["liar-raw"]):
+        gold, pred = rng.choice(labels, 50).tolist(), rng.choice(labels, 50).tolist()
+        m = macro_prf(gold, pred, labels)
+        assert abs(m["f1"] - 2 * m["precision"] * m["recall"] / (m["precision"] + m["recall"])) < 1e-12
+
+
+def test_the_significance_statistic_is_the_papers_f1():
+    # Table 2's ∗ compares methods on the F1 the table prints. On these six claims the paper's F1 and the per-class mean give
+    # different exact p-values (0.5 and 0.75), and different best baselines (B2 leads on 2PR/(P+R), B1 on the per-class mean).
+    labels = CLAIM_LABELS["rawfc"]
+    def paper_f1(g, p):
+        P, R = precision_recall_fscore_support(g, p, labels=list(labels), average="macro", zero_division=0)[:2]
+        return 2 * P * R / (P + R) if P + R else 0.0
+    g = ["true", "half", "false", "half", "false", "half"]
+    a, b = ["true", "half", "true", "false", "true", "half"], ["half", "half", "false", "true", "true", "half"]
+    swaps = [([bb if s else aa for aa, bb, s in zip(a, b, sw)], [aa if s else bb for aa, bb, s in zip(a, b, sw)]) for sw in product([0, 1], repeat=6)]
+    exact = np.mean([paper_f1(g, x) - paper_f1(g, y) >= paper_f1(g, a) - paper_f1(g, b) - 1e-12 for x, y in swaps])
+    assert exact == 0.5 and abs(randomization_test(g, a, b, labels) - exact) < 1e-9
+    g = ["true", "half", "half", "true", "false", "true"]
+    preds = {"B1": ["false", "true", "true", "true", "false", "true"], "B2": ["false", "half", "false", "false", "false", "false"], "FFRR (d)": g}
+    assert paper_f1(g, preds["B2"]) > paper_f1(g, preds["B1"])
+    rows = pd.concat([pd.DataFrame({"method": m, "event_id": range(6), "gold": g, "pred": p}) for m, p in preds.items()])
+    sig = significance(rows, labels, ["B1", "B2"], n_resamples=100).set_index("metric")
+    assert sig.loc["f1", "best_baseline"] == "B2"

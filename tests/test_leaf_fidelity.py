@@ -319,3 +319,154 @@ def test_paper_profiles_explain_every_value(name):
         comment = line.split("  # ", 1)[1] if "  # " in line else ""
         assert "paper" in comment.lower() or "our choice" in comment.lower() or "medrag" in comment.lower() \
             or "factcheck-gpt" in comment.lower() or "safe" in comment.lower(), line
+
+
+# ---- issue 22: the paper's own questions, found by their text (Figures 7-9, the appendix's worked example) -------------
+
+SAMPLE_OPENINGS = ["A 13-year-old boy", "A 36-year-old nursing home worker", "A 72-year-old woman", "A 49-year-old woman",
+                   "While in the ICU, a 62-year-old male", "A previously healthy 6-year-old boy"]  # LEAF paper, Figures 8-9, samples 1-6
+
+
+def _profile(name: str) -> dict:
+    import yaml
+    return yaml.safe_load((LEAF_NBS / name).read_text())
+
+
+def _medqa_file(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_figure7_profile_names_the_papers_six_questions_and_finds_them(tmp_path):
+    from leaf_nb.data import questions_by_stem
+    prof = _profile("fig7_option_frequency.paper.yaml")
+    stems, options = prof["question_stems"], prof["question_options"]
+    assert [s[:len(o)] for s, o in zip(stems, SAMPLE_OPENINGS)] == SAMPLE_OPENINGS  # the paper's six, in its order
+    assert [len(o) for o in options] == [5] * 6 and options[0][4] == "Surgical pinning of the femoral head"
+    assert options[2] == ["64", "16", "8", "4", "32"] and options[5][0] == "Bacillary angiomatosis"  # choices 1-5 = A-E
+    # in a file in MedQA-USMLE's layout, with the questions in another order, curly quotes and a distractor, each stem
+    # finds its own question and the run keeps the paper's order
+    records = [{"question": "A 70-year-old man has chest pain. What next?", "options": dict(zip("ABCDE", "VWXYZ")), "answer_idx": "A"}]
+    records += [{"question": s.replace("'", "\u2019") + ", seen  today. Which is best?", "options": dict(zip("ABCDE", o)), "answer_idx": "C"}
+                for s, o in reversed(list(zip(stems, options)))]
+    found = questions_by_stem(_medqa_file(tmp_path / "test.jsonl", records), stems, options=options)
+    assert [q.qid for q in found] == [f"test-{i:05d}" for i in (6, 5, 4, 3, 2, 1)]
+    assert [q.options["E"] for q in found] == [o[4] for o in options]
+
+
+def test_a_copy_that_differs_from_the_papers_printout_is_refused(tmp_path):
+    from leaf_nb.data import BenchmarkError, questions_by_stem
+    prof = _profile("table7_worked_example.paper.yaml")
+    stem, options, answer = prof["question_stem"], prof["question_options"], prof["question_answer"]
+    assert stem.startswith("A 13-year-old boy presents to the emergency department with severe knee, hip, and groin pain")
+    assert (answer, options[4], len(options)) == ("E", "Surgical pinning of the femoral head", 5)  # "(E) ... (Correct)"
+    good = {"question": stem + ". Which of the following is the best management?", "options": dict(zip("ABCDE", options)), "answer_idx": "E"}
+    f = _medqa_file(tmp_path / "test.jsonl", [good])
+    assert questions_by_stem(f, [stem], options=[options], answers=[answer])[0].answer == "E"
+    wrong_answer = _medqa_file(tmp_path / "a.jsonl", [{**good, "answer_idx": "D"}])
+    with pytest.raises(BenchmarkError, match="its answer is 'D', the paper's is 'E'"):
+        questions_by_stem(wrong_answer, [stem], options=[options], answers=[answer])
+    four = _medqa_file(tmp_path / "b.jsonl", [{**good, "options": dict(zip("ABCD", options)), "answer_idx": "D"}])  # MIRAGE's 4-option form
+    with pytest.raises(BenchmarkError, match="differ from the paper's"):
+        questions_by_stem(four, [stem], options=[options])
+
+
+def test_a_stem_missing_from_the_file_or_found_twice_names_the_file_and_the_stem():
+    from leaf_nb.data import BenchmarkError, questions_by_stem
+    fixture = ROOT / "data" / "medqa_us_sample.jsonl"
+    stems = _profile("fig7_option_frequency.paper.yaml")["question_stems"]
+    with pytest.raises(BenchmarkError, match=r"medqa_us_sample\.jsonl: no question starts with 'A 13-year-old boy presents"):
+        questions_by_stem(fixture, stems)
+    with pytest.raises(BenchmarkError, match=r"medqa_us_sample\.jsonl: 2 questions start with 'A 6-year-old girl' \(medqa_us_sample-00003, medqa_us_sample-00004\)"):
+        questions_by_stem(fixture, ["A 6-year-old girl"])
+
+
+def test_figure7_and_table7_notebooks_pick_questions_by_stem():
+    f7, t7 = _notebook_source("fig7_option_frequency.ipynb"), _notebook_source("table7_worked_example.ipynb")
+    assert "questions_by_stem(benchmark, question_stems, dataset, question_options)" in f7 and "question_ids" not in f7
+    assert "questions_by_stem(benchmark, [question_stem]" in t7 and "question_id " not in t7
+
+
+# ---- issue 22: Table 7 gains the appendix's Fact-Check-Then-RAG walk-through (Figures 2 and 6) ----------------------------
+
+def test_fcrag_from_a_given_answer_re_answers_from_its_unsupported_sentences_documents(bm25):
+    from leaf_nb.fcrag import unsupported_knowledge
+    answerer, given = Answerer(), "Flumazenil is the antidote, so the answer is B. Opioids depress breathing."
+    rows = fc_rag([Q], answerer, bm25, rater=Rater("attempt 1"), writer=Writer("w", progress=False), check=ONE_SEARCH,
+                  settings=AnswerSettings(max_rounds=1), answers=[given])
+    assert rows["round"].tolist() == [0, 1] and rows.answer[0] == given and rows.passed.tolist() == [False, True]
+    assert len(answerer.prompts) == 1  # the given answer is round 0: the answerer is asked only for the re-answer
+    first = fact_check([given], [question_context(Q.question, Q.options)], llm=Writer("w", progress=False), retriever=bm25,
+                       rater=Rater("attempt 1"), settings=ONE_SEARCH)
+    ids, texts = unsupported_knowledge(first.sentences)
+    assert list(rows.knowledge_ids[1]) == ids and all(t in field(answerer.prompts[0], "KNOWLEDGE") for t in texts)
+
+
+def test_table7_runs_fcrag_on_the_shown_response():
+    src = _notebook_source("table7_worked_example.ipynb")
+    assert "fc_rag([q], answerer, retriever" in src and "answers=[answers[show]]" in src and "unsupported_knowledge(" in src
+    assert _profile("table7_worked_example.paper.yaml")["fcrag_max_rounds"] == 1  # the appendix answers once more
+
+
+# ---- issue 22: searches per sentence, both readings in Table 1 -------------------------------------------------------------
+
+def test_table1_shows_the_one_search_reading_beside_the_profiles():
+    src = _notebook_source("table1_filtered_accuracy.ipynb")
+    assert "replace(leaf_settings, n_searches=1)" in src and "LEAF1 = " in src and "reading_calls(" in src
+    prof = _profile("table1_filtered_accuracy.paper.yaml")
+    assert prof["single_search"] is True and prof["n_searches"] == 5
+
+
+def test_the_one_search_reading_costs_only_the_rater_calls_whose_documents_differ(tmp_path, bm25):
+    # Table 1's claim: after the several-search check, the one-search check asks no query the cache lacks (its one query
+    # prompt per sentence is the first search's) and one rater call per sentence whose later searches found new documents
+    from leaf_nb.cache import Cache
+    cache = Cache(tmp_path / "c.sqlite")
+    writer, rater = Explorer(cache=cache), Rater("never", cache=cache)
+    answers = ["Naloxone reverses opioid toxicity. It is given intravenously.", "Flumazenil reverses opioids."]
+    ctx = [question_context(Q.question, Q.options)] * 2
+    several = fact_check(answers, ctx, llm=writer, retriever=bm25, rater=rater, settings=FactCheckSettings(n_searches=3))
+    asked, rated = writer.calls, rater.calls
+    one = fact_check(answers, ctx, llm=writer, retriever=bm25, rater=rater, settings=FactCheckSettings(n_searches=1))
+    assert writer.calls == asked
+    more = [any(s > 1 for s in es) for es in several.sentences.evidence_search]
+    assert rater.calls - rated == sum(more) and any(more)
+    assert one.sentences["query"].tolist() == several.sentences["query"].tolist()
+    assert all(list(a) == list(b)[:3] for a, b in zip(one.sentences.evidence_ids, several.sentences.evidence_ids))
+
+
+# ---- issue 22: the leakage notebook measures the retrieval Table 2's MedRAG baseline runs ---------------------------------
+
+def test_medrag_retrieve_is_the_baselines_search_and_leakage_measures_it():
+    from leaf_nb.fcrag import medrag_retrieve
+    spy = SpyBM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
+    hits = medrag_retrieve([Q], spy, 5)
+    assert spy.asked == [Q.question] and spy.k == 5 and len(hits[0]) == 5  # the question alone, no options
+    src = _notebook_source("leakage.ipynb")
+    assert "medrag_retrieve(questions, medrag_retriever, rag_k)" in src and "retriever.search(contexts" not in src
+    assert "medrag_index = " in src and "MedRAG-style" not in src
+
+
+# ---- issue 22: what the notebooks say the paper says -----------------------------------------------------------------------
+
+def test_table3_calls_its_sft_settings_our_reading_of_the_simpo_table_and_t08_our_choice():
+    text = (LEAF_NBS / "table3_sft.paper.yaml").read_text()
+    preset = next(l for l in text.splitlines() if l.startswith("train_preset:"))
+    assert "our reading of LEAF paper, Table 8" in preset and "Training with SimPO" in preset
+    temp = next(l for l in text.splitlines() if l.startswith("temperature:"))
+    assert "not stated for SFT" in temp and "our choice" in temp
+    src = _notebook_source("table3_sft.ipynb")
+    assert "five answers per question at T=0.8" not in src and "our reading of Table 8" in src
+
+
+def test_the_medrag_baseline_index_is_medrags_rrf4():
+    # MedRAG's standard RAG fuses BM25, Contriever, SPECTER and MedCPT (its RRF-4); the profiles build and name that one
+    shared = (ROOT / "profiles" / "h100.yaml").read_text()
+    line = next(l for l in shared.splitlines() if l.startswith("medrag_index:"))
+    assert "RRF-4" in line and "medrag_encoders:" in shared
+    assert "--retriever RRF-4 --encoder" in (ROOT / "data" / "README.md").read_text()
+    header = (LEAF_NBS / "table2_fcrag.paper.yaml").read_text()
+    assert "--retriever RRF-4" in header and "one index over the four corpora" in header
+    from leaf_nb.retrieve import MEDRAG_DENSE, RRF_PRESET_SETTINGS, RRF_PRESETS
+    assert RRF_PRESETS["RRF-4"] == ("bm25", "contriever", "specter", "medcpt") and RRF_PRESET_SETTINGS["RRF-4"]["k0"] == 100
+    assert MEDRAG_DENSE["specter"]["metric"] == "l2" and all(not s["normalize"] for s in MEDRAG_DENSE.values())

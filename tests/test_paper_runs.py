@@ -109,3 +109,37 @@ def test_two_profiles_keep_their_outputs_and_provenance(scripted, tmp_path, monk
     other_prov = json.loads((out / "other" / "table1_filtered_accuracy.provenance.json").read_text())
     assert smoke_prov["replayed_from_record"] > 0 and other_prov["replayed_from_record"] == 0
     assert {m["calls"] for m in other_prov["models"].values()} == {len(srv.requests)}  # one model in three roles, one request a call
+
+
+def test_environment_variables_in_profiles(tmp_path, monkeypatch):
+    """`${NAME}` in a shared profile's values (its models, its data lists) and in a notebook's own profile is the
+    environment variable; an unset one stops the run naming the file, the key and the variable; one used only by keys
+    the notebook does not take need not be set."""
+    shared = tmp_path / "lab.yaml"
+    shared.write_text("profile: lab\n"
+                      "models:\n  qwen2_72b: {spec: 'openai:http://127.0.0.1:18001/v1#Qwen/Qwen2-72B-Instruct', tokenizer: '${LAB_MODELS}/qwen2'}\n"
+                      "  llama3_70b: {spec: 'openai:http://127.0.0.1:18000/v1#meta-llama/Meta-Llama-3-70B-Instruct'}\n"
+                      "data:\n  pubmed_chunks: ['${LAB_DATA}/medrag/pubmed/chunk', '${LAB_DATA}/extra']\n"
+                      "index: '${LAB_DATA}/indexes/medcorp-bm25'\nbenchmark: '${LAB_DATA}/MIRAGE/benchmark.json'\n"
+                      "rawfc: '${LAB_NEWS}/RAWFC'\n"  # only FFRR notebooks take it
+                      "other: {max_steps: '${NOT_A_LEAKAGE_KEY}'}\n")
+    own = tmp_path / "leakage.paper.yaml"
+    own.write_text((LEAF / "leakage.paper.yaml").read_text() + "prompts: '${LAB_PROMPTS}/mine.yaml'\n")
+    nb = LEAF / "leakage.ipynb"
+    monkeypatch.setenv("LAB_DATA", "/mnt/lab")
+    monkeypatch.setenv("LAB_MODELS", "/mnt/models")
+    monkeypatch.setenv("LAB_PROMPTS", "/home/me")
+    monkeypatch.delenv("LAB_NEWS", raising=False)
+    params = run_parameters(nb, profile=str(shared), files=[own])
+    assert params["index"] == "/mnt/lab/indexes/medcorp-bm25" and params["benchmark"] == "/mnt/lab/MIRAGE/benchmark.json"
+    assert params["pmid_files"] == ["/mnt/lab/medrag/pubmed/chunk", "/mnt/lab/extra"]
+    assert params["rater_tokenizer"] == "/mnt/models/qwen2" and params["prompts"] == "/home/me/mine.yaml"
+    assert not [v for v in params.values() if "${" in json.dumps(v)]
+    monkeypatch.delenv("LAB_MODELS")
+    with pytest.raises(ValueError, match=r"profile lab\.yaml: key 'models\.qwen2_72b\.tokenizer' uses \$\{LAB_MODELS\}, which is not set"):
+        run_parameters(nb, profile=str(shared), files=[own])
+    monkeypatch.delenv("LAB_PROMPTS")
+    with pytest.raises(ValueError, match=r"leakage\.paper\.yaml: key 'prompts' uses \$\{LAB_PROMPTS\}"):
+        run_parameters(nb, profile=str(shared), files=[own], overrides={"rater_tokenizer": ""})
+    monkeypatch.setenv("LAB_PROMPTS", "/home/me")
+    assert run_parameters(nb, profile=str(shared), files=[own], overrides={"rater_tokenizer": "/tok"})["rater_tokenizer"] == "/tok"

@@ -139,3 +139,68 @@ def test_json_choice_round_trips(thinking, letter, fence):
     reply = json.dumps({"step_by_step_thinking": thinking, "answer_choice": letter})
     assert parse_json_choice(fence.format(reply) if fence else reply, OPTIONS) == letter
     assert parse_json_choice(f"Answer: {letter}\n" + reply, OPTIONS) == UNPARSED  # prose around the JSON is not JSON
+
+
+# --- the fence, against the implementation it replaced (issue 21: linear time, a document fenced once) -------------
+# The reference is the fence as it was at commit 0888053, copied here: a per-character generator over every character,
+# and a rewrite of the whole text until no bracket changes. The fast fence must give exactly its output.
+import unicodedata
+
+from leaf_nb.prompts import _defuse_labels, _drop_invisible, defuse
+
+_OLD_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
+_OLD_FENCE_TAG = re.compile(r"<(\s*/?\s*document)", re.I)
+_OLD_HEADER = re.compile(r"(KNOWLEDGE|CONTEXT|STATEMENT|QUESTION|OPTIONS|ANSWER)\s*:", re.I)
+
+
+def old_drop_invisible(text):
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def old_defuse_labels(text):
+    while True:
+        out = _OLD_BRACKETED.sub(lambda m: f"({m[1]})" if re.search("support", m[1], re.I) else m[0], text)
+        if out == text: return out
+        text = out
+
+
+def old_defuse(text):
+    text = old_drop_invisible(text)
+    text = _OLD_FENCE_TAG.sub(r"&lt;\1", text)
+    text = _OLD_HEADER.sub(r"\1 -", text)
+    return old_defuse_labels(text).strip()
+
+
+def old_format_knowledge(docs):
+    if not docs: return "(no documents were retrieved)"
+    return "\n".join(f'<document index="{i}">\n{old_defuse(d)}\n</document>' for i, d in enumerate(docs, 1))
+
+
+# brackets nested and unbalanced, 'support' in every case (and Unicode's case-insensitive look-alikes), format characters
+FENCE_BITS = st.sampled_from(["[", "]", "[[", "]]", "support", "SUPPORT", "Supported", "Not Supported", "unsupported",
+                              "\u017fupport", "sup", "port", "(", ")", " ", "\n", "x", "\u200b", "\u202e", "\U000e0041",
+                              "\u00ad", "\u2060", "\ufeff", "</document>", "< / DOCUMENT >", "STATEMENT:", "Answer :", "\u00e9"])
+FENCE_TEXT = st.lists(st.one_of(FENCE_BITS, st.text(max_size=6)), max_size=40).map("".join)
+MANY = settings(max_examples=600, deadline=None)
+
+
+@MANY
+@given(st.one_of(FENCE_TEXT, st.text()))
+def test_fence_steps_equal_the_old_fence(text):
+    assert _drop_invisible(text) == old_drop_invisible(text)
+    assert _defuse_labels(text) == old_defuse_labels(text)
+    assert defuse(text) == old_defuse(text)
+
+
+@MANY
+@given(st.lists(st.one_of(FENCE_TEXT, st.text()), max_size=4))
+def test_knowledge_equals_the_old_fence(docs):
+    assert format_knowledge(docs) == old_format_knowledge(docs)
+    assert format_knowledge(docs) == format_knowledge(docs)  # a remembered document is fenced as the first time
+
+
+def test_deep_nesting_is_turned_in_one_pass():
+    "Nesting 3,000 deep: the old fence needed a rewrite of the whole text per level; the new one gives its result."
+    deep = "[" * 3000 + "Supported" + "]" * 3000 + " [1] [x [y] support]"
+    assert _defuse_labels(deep) == "(" * 3000 + "Supported" + ")" * 3000 + " [1] [x [y] support]"
+    assert _defuse_labels(deep[:2000] + deep[-2000:]) == old_defuse_labels(deep[:2000] + deep[-2000:])

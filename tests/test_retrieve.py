@@ -123,3 +123,65 @@ def test_dense_indexes_benchmark_smoke(tmp_path):
     assert set(rows) == {"flat", "hnsw", "ivfpq"} and float(rows["flat"]["recall_at_10"]) == 1.0
     assert float(rows["hnsw"]["recall_at_10"]) > 0.9 and 0 < float(rows["ivfpq"]["recall_at_10"]) <= 1
     assert float(rows["ivfpq"]["index_mb"]) < float(rows["flat"]["index_mb"]) / 4 and rows["ivfpq"]["pq_m"] == "8"
+
+
+# ---------------------------------------------------------------- MedRAG's RRF-4 (issue 22)
+
+def _medrag_stand_ins(folder: Path) -> Path:
+    "A folder holding MedRAG's four encoder folders, each the embedded MiniLM standing in (a link to it)."
+    from leaf_nb.retrieve import MEDRAG_FOLDERS, embedded_encoder
+    folder.mkdir()
+    for name in MEDRAG_FOLDERS.values(): (folder / name).symlink_to(embedded_encoder(), target_is_directory=True)
+    return folder
+
+
+def test_cli_index_builds_medrags_rrf4_from_a_folder_of_its_encoders(tmp_path, capsys):
+    # MedRAG's RRF-4 (Xiong et al. 2024): BM25, Contriever, SPECTER and MedCPT fused by RRF with rrf_k = 100; the CLI's
+    # --encoder names the folder holding the four encoders (the real ones are not on this machine: MiniLM stands in)
+    from leaf_nb.cli import main
+    from leaf_nb.retrieve import load_index
+    corpus, encoders = _tiny_corpus(tmp_path / "c.jsonl"), _medrag_stand_ins(tmp_path / "encoders")
+    assert main(["index", str(corpus), "--retriever", "RRF-4", "--encoder", str(encoders), "--out", str(tmp_path / "r4")]) == 0
+    assert "(RRF-4, FAISS flat) into" in capsys.readouterr().out
+    r = load_index(tmp_path / "r4")
+    assert (r.name, r.k0, [m.kind for m in r.members]) == ("RRF-4", 100, ["bm25", "dense", "dense", "dense"])
+    dense = {m.settings["passage_format"]: m for m in r.members[1:]}
+    assert set(dense) == {"contriever", "sep", "pair"} and dense["sep"].settings["metric"] == "l2"
+    assert dense["pair"].settings["query_encoder"] == "MedCPT-Query-Encoder" and not any(m.normalize for m in dense.values())
+    assert "d13" in [h.id for h in r.search(["Topic 13: passage number 13"], k=3)[0]]
+    assert r.depth == 100 and sorted(p.name for p in (tmp_path / "r4" / "members").iterdir()) == ["0-bm25", "1-dense", "2-dense", "3-dense"]
+    assert [m.pooling for m in r.members[1:]] == ["mean", "cls", "cls"]  # Contriever mean, SPECTER and MedCPT first-token
+    fused = {}  # MedRAG's merge: 1 / (rrf_k + rank) summed over the four members, rrf_k = 100
+    for m in r.members:
+        for rank, (row, _) in enumerate(m._search(["Topic 13"], len(r.corpus))[0], 1): fused[row] = fused.get(row, 0.0) + 1 / (100 + rank)
+    assert [h.id for h in r.search(["Topic 13"], k=4)[0]] == [r.corpus.id(x) for x in sorted(fused, key=lambda x: -fused[x])[:4]]
+    # without the encoders it stops before reading a passage, naming what it needs
+    assert main(["index", str(corpus), "--retriever", "RRF-4", "--out", str(tmp_path / "none")]) == 2
+    assert "needs its encoders" in capsys.readouterr().err and not (tmp_path / "none" / "members").exists()
+
+
+def test_medcpt_queries_go_through_the_query_encoder(tmp_path):
+    # MedCPT has two encoders: passages by the article encoder, queries by the query encoder. A second encoder whose
+    # weights differ (MiniLM with its embedding table scaled) must be the one that embeds the queries, also after a reload
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from leaf_nb.retrieve import MEDRAG_DENSE, Dense, embedded_encoder, load_index
+    other = tmp_path / "query_encoder"
+    model, tok = AutoModel.from_pretrained(embedded_encoder()), AutoTokenizer.from_pretrained(embedded_encoder())
+    with torch.no_grad(): model.embeddings.word_embeddings.weight.mul_(1.5)
+    model.save_pretrained(other); tok.save_pretrained(other)
+    d = Dense(_tiny_corpus(tmp_path / "c.jsonl"), encoder=embedded_encoder(), query_encoder=other, progress=False, **MEDRAG_DENSE["medcpt"])
+
+    def cls(m, text):
+        with torch.no_grad(): return m(**tok([text], return_tensors="pt")).last_hidden_state[0, 0].numpy()
+    q = d.encode_queries(["subject 3"])[0]
+    assert np.allclose(q, cls(model.eval(), "subject 3"), atol=1e-4)
+    assert not np.allclose(q, cls(AutoModel.from_pretrained(embedded_encoder()).eval(), "subject 3"), atol=1e-3)
+    back = load_index(d.save(tmp_path / "medcpt"))
+    assert np.allclose(back.encode_queries(["subject 3"])[0], q, atol=1e-5)
+    with torch.no_grad(): model.embeddings.word_embeddings.weight.mul_(2.0)
+    model.save_pretrained(other)  # the query encoder changed after the build: refused, naming it
+    import pytest
+    with pytest.raises(ValueError, match="MedCPT-Query-Encoder|query_encoder"):
+        load_index(tmp_path / "medcpt").encode_queries(["x"])

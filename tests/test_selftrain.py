@@ -388,3 +388,12 @@ def test_self_train_samples_and_evaluates_with_its_prompt(tmp_path):
     greedy = [r["prompt"][-1]["content"] for r in reqs if r["op"] == "generate" and r["params"]["temperature"] == 0]
     assert len(greedy) == len(QS) * len(res.metrics[res.metrics.accuracy.notna()])  # every evaluated model answered every question
     assert all(t.startswith("Answer as a pharmacist would.") for t in greedy)
+
+
+def test_accuracy_table_has_two_decimals_as_leaf_reports_them():
+    # LEAF paper, Tables 3 and 5 print accuracies to two decimals (55.46, 60.17); one decimal would put up to ±0.05 of
+    # rounding into every difference from them (issue 22)
+    from leaf_nb.selftrain import accuracy_table
+    rows = pd.DataFrame({"method": ["m"] * 3 + ["n"] * 3, "dataset": "medqa", "correct": [1.0, 0.0, 0.0, 1.0, 1.0, 0.0]})
+    t = accuracy_table(rows, ["m", "n"], ["medqa"])
+    assert t.medqa.tolist() == [33.33, 66.67] and t.Average.tolist() == [33.33, 66.67]
