@@ -20,7 +20,15 @@ writes (nothing here is committed; the same seed and sizes give the same bytes):
     medrag/<tier>/chunk/*.jsonl     MedRAG's corpus schema {id, title, content, contents} (PubMed snippets also carry
                                     PMID), `--passages` in all, split over Textbooks, StatPearls, PubMed and Wikipedia in
                                     MedCorp's proportions (125,847 / 301,202 / 23.9M / 29.9M snippets, MedRAG's dataset cards)
+    agreement/factcheck_bench.jsonl Factcheck-Bench's stance subtask layout (subtask3_claim_evidence_stance.jsonl): compact
+                                    lines {claim, evidence, stance}, 661 claims x 5 evidence texts = 3,305 (the count
+                                    data/agreement/README.md quotes from its paper); stances spread over its four (our choice)
+    agreement/healthfc.csv          HealthFC's CSV (healthFC_annotated.csv's columns, en_top_sentences layout, UTF-8 with
+                                    a BOM): 750 claims (HealthFC paper), labels 0/1/2 spread evenly (our choice)
     manifest.json                   the arguments and the counts written; a second run with the same arguments reuses it
+
+The agreement files come from their own seeded stream (seed + 1), written beside older data that lacks them, so
+adding them changed none of the other files' bytes.
 
 Reports per claim and sentences per report follow FFRR's Table 1, which counts them *after* its leak filter removed
 4.7 % (RAWFC) and 2.4 % (LIAR-RAW) of the documents (§6.1.1): so each claim gets its Table 1 average divided by
@@ -308,6 +316,40 @@ def write_claims(root: Path, dataset: str, data: dict[str, list[dict]]) -> None:
             (root / f"{split}.json").write_text(json.dumps(recs, ensure_ascii=False), encoding="utf-8")
 
 
+# ------------------------------------------------------------------ Factcheck-Bench and HealthFC (the rater-agreement notebook)
+FACTCHECK_BENCH = {"claims": 661, "evidence": 5}  # Factcheck-Bench's paper: 661 check-worthy claims, five pieces of evidence each
+FCB_STANCES = ("completely-support", "partially-support", "refute", "irrelevant")
+HEALTHFC_CLAIMS = 750  # HealthFC (Vladika, Schneider and Matthes, LREC-COLING 2024): 750 claims
+HEALTHFC_HEADER = ["en_claim", "en_explanation", "en_top_sentences", "de_claim", "de_explanation", "de_top_sentences", "label",
+                   "de_verdict", "de_title", "authors", "date", "url"]  # healthFC_annotated.csv's columns, as data/agreement's fixture has them
+
+
+def write_agreement(root: Path, seed: int, fraction: float) -> dict[str, int]:
+    "Factcheck-Bench's stance JSONL and HealthFC's CSV at their sizes (times `fraction`), from a stream of their own."
+    import csv
+    text = Text(10_000, seed + 1)
+    rng = text.rng
+    root.mkdir(parents=True, exist_ok=True)
+    n_fcb = max(1, round(FACTCHECK_BENCH["claims"] * fraction))
+    with open(root / "factcheck_bench.jsonl", "w", encoding="utf-8") as f:
+        for _ in range(n_fcb):
+            claim = " ".join(text.sentences(text.words(int(rng.integers(10, 25))), 40, 40))
+            for _ in range(FACTCHECK_BENCH["evidence"]):
+                ev = " ".join(text.sentences(text.words(int(rng.integers(25, 70)))))
+                f.write(json.dumps({"claim": claim, "evidence": ev, "stance": FCB_STANCES[int(rng.integers(0, 4))]},
+                                   ensure_ascii=False, separators=(",", ":")) + "\n")
+    n_hfc = max(1, round(HEALTHFC_CLAIMS * fraction))
+    with open(root / "healthfc.csv", "w", encoding="utf-8-sig", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEALTHFC_HEADER)
+        for i in range(n_hfc):
+            claim = "Can " + " ".join(text.sentences(text.words(int(rng.integers(8, 18))), 40, 40)).rstrip(".") + "?"
+            expl, top = (" ".join(text.sentences(text.words(int(rng.integers(a, b))))) for a, b in ((25, 60), (40, 110)))
+            w.writerow([claim, expl, top, claim, expl, top, str(i % 3), ["ja", "unklar", "nein"][i % 3], f"Titel {i}",
+                        "Autorin A,Autor B", "5. Dezember 2022", f"https://example.org/healthfc-rehearsal/{i}"])
+    return {"factcheck_bench_rows": n_fcb * FACTCHECK_BENCH["evidence"], "healthfc_claims": n_hfc}
+
+
 # ------------------------------------------------------------------ the whole folder
 def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: float = 1.0, quiet: bool = False) -> dict:
     "Write the rehearsal data under `out` (or reuse it when its manifest has the same arguments); return the manifest."
@@ -317,8 +359,11 @@ def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: floa
         old = json.loads(manifest.read_text())
         if old.get("args") == args:
             if not quiet: print(f"rehearsal data in {out} already has these arguments: reused", file=sys.stderr)
+            if "agreement" not in old or not (out / "agreement" / "healthfc.csv").exists():  # data written before these files
+                old["agreement"] = write_agreement(out / "agreement", seed, fraction)
+                manifest.write_text(json.dumps(old, indent=1) + "\n")
             return old
-    for sub in ("MIRAGE", "MedQA", "RAWFC", "LIAR-RAW", "medrag", "indexes", "models", "figures", "runs"):  # what was built from old data too
+    for sub in ("MIRAGE", "MedQA", "RAWFC", "LIAR-RAW", "agreement", "medrag", "indexes", "models", "figures", "runs"):  # what was built from old data too
         shutil.rmtree(out / sub, ignore_errors=True)
     manifest.unlink(missing_ok=True)
     t0 = time.perf_counter()
@@ -346,9 +391,10 @@ def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: floa
         write_claims(out / folder, dataset, data)
         fc[dataset] = {s: len(r) for s, r in data.items()}
         if not quiet: print(f"  {dataset}: {sum(fc[dataset].values()):,} claims ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    agreement = write_agreement(out / "agreement", seed, fraction)
     sample_lines = [i for i, l in enumerate(us) if any(l["question"] == s["question"] for s in LEAF_SAMPLES)]
     m = {"args": args, "mirage": {d: len(v) for d, v in bench.items()}, "medqa_us": len(us), "leaf_sample_lines": sample_lines,
-         "claims": fc, "corpus": tier_sizes(passages), "seconds": round(time.perf_counter() - t0, 1)}
+         "claims": fc, "agreement": agreement, "corpus": tier_sizes(passages), "seconds": round(time.perf_counter() - t0, 1)}
     manifest.write_text(json.dumps(m, indent=1) + "\n")
     return m
 
