@@ -113,3 +113,17 @@ def test_the_cost_tables_in_the_readmes_are_the_csvs():
     block = paper_scale.cost_tables(REPO / "benchmarks" / "results" / "paper_scale.csv")
     for f in (REPO / "README.md", REPO / "data" / "README.md"):
         assert block in f.read_text(), f"{f.name} is stale: python benchmarks/paper_scale.py --table --write, then tests/test_repo.py --write"
+
+
+def test_a_stated_part_sets_only_the_sizes_the_paper_reads_in_full(tiny):
+    "--units N: each size the paper profile leaves at 0 (all) becomes N; the counts read are N of each dataset, capped."
+    papers = REPO / "nbs" / "papers"
+    assert paper_scale.part_overrides(papers / "leaf" / "table4_ranking_delta.ipynb", 3) == {"n_questions": 3}
+    assert paper_scale.part_overrides(papers / "ffrr" / "table2_verification.ipynb", 3) == {"n_train": 3, "n_test": 3}
+    assert paper_scale.part_overrides(papers / "leaf" / "fig7_option_frequency.ipynb", 3) == {}  # six named questions: never cut
+    m = json.loads((tiny / "manifest.json").read_text())
+    t4 = papers / "leaf" / "table4_ranking_delta.ipynb"
+    assert paper_scale.units_of(t4, m) == ("question", sum(m["mirage"].values()))
+    assert paper_scale.units_of(t4, m, per=2) == ("question", sum(min(2, v) for v in m["mirage"].values()))
+    ra = paper_scale.units_of(papers / "leaf" / "rater_agreement.ipynb", m)
+    assert ra == ("row", m["agreement"]["factcheck_bench_rows"] + m["agreement"]["healthfc_claims"])
