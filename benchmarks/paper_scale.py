@@ -535,6 +535,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--units", type=int, default=0,
                     help="rehearse a stated part: N questions (claims, rows) of each dataset where the paper reads all; the row "
                          "(tag uN) keeps the full count, and the cost table carries calls, tokens and GPU time to it in proportion")
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", type=_key_value,
+                    help="parameters set on every notebook run (-p KEY VALUE), e.g. sample_max_tokens=256; say why in --note")
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per notebook")
     ap.add_argument("--free-ports", action="store_true", help="serve on free ports instead of the profile's (another rehearsal holds them)")
     ap.add_argument("--csv", type=Path, default=RESULTS / "paper_scale.csv")
@@ -569,6 +571,7 @@ def main(argv=None) -> list[dict]:
             if a.resume_check: rows += resume_check(nb, a, profile, prof, overrides, servers); continue
             plans = [({"n_questions": n}, f"n{n}") for n in a.rss_curve_sizes] if a.rss_curve else [({}, "")]
             if a.units: plans = [(part_overrides(nb, a.units), f"u{a.units}")]
+            plans = [({**extra, **dict(a.set)}, tag) for extra, tag in plans]  # --set: stated changes, kept in the row's overrides
             for extra, tag in plans:
                 est = {} if a.no_estimate or (tag and not a.units) else estimate(nb, a, profile, overrides, manifest)
                 row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
@@ -590,6 +593,14 @@ def main(argv=None) -> list[dict]:
                               "note": a.note} for s in stage_rows]
                     append_rows(a.stage_csv, STAGE_COLUMNS, srows, "benchmarks/paper_scale.py")
     return rows
+
+
+def _key_value(text: str) -> tuple[str, object]:
+    "KEY=VALUE with VALUE read as JSON where it parses (numbers, lists), else as a string."
+    key, eq, value = text.partition("=")
+    if not eq or not key: raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try: return key, json.loads(value)
+    except json.JSONDecodeError: return key, value
 
 
 def _du(folder: Path) -> float:
