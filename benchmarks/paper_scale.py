@@ -743,6 +743,9 @@ def _num(x: float, unit: str = "") -> str:
 def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
 
 
+ROUTINE_OVERRIDES = ("out_dir", "launcher", "train_overrides", "max_steps", "backend", "llm_tokenizer")  # rehearsal.yaml's, said there
+
+
 def notebook_table(path: Path) -> str:
     "Per table and figure, the last full-size rehearsal in paper_scale.csv (or its failure)."
     import pandas as pd
@@ -750,18 +753,22 @@ def notebook_table(path: Path) -> str:
     if "full_units" not in d: d["full_units"] = float("nan")
     d = d[d.tag.isna() | (d.tag == "") | d.tag.fillna("").str.fullmatch(r"u\d+")]  # full size, or a stated part (--units)
     lines = ["| table / figure | notebook | questions or claims | requests sent | prompt / completion tokens | harness here "
-             "| peak RSS (anonymous) | disk: cache + outputs | GPU hours (H100/H200) | training |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| peak RSS (anonymous) | disk: cache + outputs | GPU hours (H100/H200) | training; other changes |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for nb, art in ARTEFACTS.items():
         rows = d[d.notebook == nb]
         if not len(rows): continue
         ok = rows[rows.rc == 0]
         r = ok.iloc[-1] if len(ok) else rows.iloc[-1]  # the last run that finished, else the last failure
         if r.rc != 0:
-            why = next((x for x in reversed(str(r.error).split(" | ")) if x.strip()), f"exit {r.rc}")[:140] if isinstance(r.error, str) else f"exit {r.rc}"
+            why = next((x for x in reversed(str(r.error).split(" | ")) if x.strip()), f"exit {r.rc}")[:260] if isinstance(r.error, str) else f"exit {r.rc}"
+            why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
             lines.append(f"| {art} | `{nb}` | {int(r.questions) if r.questions == r.questions else '—'} | failed: {why} | | | | | | |")
             continue
         training = (f"capped at {int(r.max_train_steps)} steps (`max_train_steps`)"
                     if nb in ("table3_sft", "table5_simpo", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps") else "—")
+        over = json.loads(r.overrides) if isinstance(r.overrides, str) else {}
+        changed = {k: v for k, v in over.items() if k not in ROUTINE_OVERRIDES + PART_PARAMS}  # --set: stated in the table
+        if changed: training = "; ".join([training] * (training != "—") + [f"{k} {v}" for k, v in sorted(changed.items())])
         busy = "" if r.other_busy_cpus != r.other_busy_cpus or r.other_busy_cpus < 0.3 else "*"
         anon = f" ({r.peak_anon_gb:.1f})" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
         part = r.full_units == r.full_units and r.full_units > r.questions
@@ -771,6 +778,7 @@ def notebook_table(path: Path) -> str:
         lines.append(f"| {art} | `{nb}` | {units} | {est}{_num(r.http_requests * x)} "
                      f"| {est}{_num(r.prompt_tokens * x)} / {_num(r.completion_tokens * x)} | {_minutes(r.harness_s)}{busy}{' for the part' if part else ''} "
                      f"| {r.peak_rss_gb:.1f}{anon} GB | {_num((r.cache_mb + (r.out_mb if r.out_mb == r.out_mb else 0)) * 2**20, 'B')}{' for the part' if part else ''} | {est}{r.gpu_hours * x:,.1f} | {training} |")
+    lines += ["", "\\* taken while other processes kept the machine's two CPUs busy (`other_busy_cpus` in the CSV)."]
     return "\n".join(lines)
 
 
@@ -778,7 +786,7 @@ def notebook_table(path: Path) -> str:
 # at 1,000, 4,118 and all 7,663 questions (tags n200, n1000, n0), each with its peak RSS and anonymous memory, and the
 # client settings a paper profile has (OpenAICompatible's defaults: 16 requests in flight, one prompt per request;
 # no profile key sets batch_size, so the prompt lists of /v1/completions are not used here).
-IDLE_COMMAND = ("python benchmarks/paper_scale.py --data /tmp/rehearsal/data --only table1_filtered_accuracy --no-stages "
+IDLE_COMMAND = ("python benchmarks/paper_scale.py --only table1_filtered_accuracy --no-stages "
                 "--rss-curve --rss-curve-sizes 200 1000 0 --note 'idle machine'")
 
 
