@@ -6,8 +6,12 @@ leaf-nb's `tantivy` and, where a Python with Pyserini is given, Lucene through P
 
 Corpora and queries come from `benchmarks/retrieval.py`'s generator (synthetic text with the term statistics of real
 text: 100-200 words a passage, Zipf-Mandelbrot content words over a vocabulary that grows by Heaps' law, 40 % function
-words; a query is 6-12 consecutive words of a random passage), so the numbers are about speed and agreement, not
-relevance. The first `--warmup` queries warm each engine up (numba's compile, the page cache); the next `--queries` are
+words), so the numbers are about speed and agreement, not relevance. A query (`--query-style keywords`, the default) is
+4-9 distinct content words of a random passage, rarer words likelier, as an LLM writes a search query: how many
+passages a query touches decides BM25's cost, so the generator matches the postings share (the query's words'
+posting-list lengths summed, over the passages) of the project's LLM-style queries, `data/retrieval_queries.jsonl` over
+`data/medcorpus.jsonl`; both shares are printed and written (`postings_share`, `reference_postings_share`).
+`--query-style window` gives the earlier queries, 6-12 consecutive words with the function words, whose share was 0.6-0.7. The first `--warmup` queries warm each engine up (numba's compile, the page cache); the next `--queries` are
 timed in one batch on `--threads` threads. `--profile` splits bm25s's time per query into tokenising, scoring (adding
 every posting of the query's words into a score per passage) and selecting the top 10 from all passages.
 
@@ -94,6 +98,23 @@ def leaf_build(a) -> dict:
     return {"build_s": time.perf_counter() - t, "build_peak_gb": peak_rss_mb() / 1024, "build_anon_gb": anon.gb}
 
 
+def postings_share(r, queries: list[str]) -> float:
+    "Mean over `queries` of their words' posting-list lengths summed, over the passages: the share of the index a query reads."
+    import numpy as np
+    m = r.model.scores
+    indptr = np.asarray(m["indptr"])
+    ids = r.tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+    return float(np.mean([(indptr[np.asarray(q) + 1] - indptr[np.asarray(q)]).sum() / m["num_docs"] for q in ids]))
+
+
+def reference_share() -> float:
+    "The postings share of the project's LLM-style queries, data/retrieval_queries.jsonl over data/medcorpus.jsonl (leaf-nb's BM25)."
+    from leaf_nb.retrieve import BM25
+    data = HERE.parent / "data"
+    r = BM25(str(data / "medcorpus.jsonl"), progress=False)
+    return postings_share(r, [json.loads(l)["query"] for l in (data / "retrieval_queries.jsonl").read_text().splitlines()])
+
+
 def leaf_search(a) -> dict:
     from leaf_nb.retrieve import load_index
     qs = [json.loads(l)["query"] for l in Path(a.queries).read_text().splitlines()]
@@ -107,7 +128,9 @@ def leaf_search(a) -> dict:
     rows = r._search(qs[a.warmup:], 10)
     dt = time.perf_counter() - t
     Path(a.hits).write_text(json.dumps([[r.corpus.id(i) for i, _ in hs] for hs in rows]))
-    return {"load_s": load_s, "qps": (len(qs) - a.warmup) / dt, "search_peak_gb": peak_rss_mb() / 1024}
+    out = {"load_s": load_s, "qps": (len(qs) - a.warmup) / dt, "search_peak_gb": peak_rss_mb() / 1024}
+    if a.engine == "bm25s": out["postings_share"] = postings_share(r, qs[a.warmup:])
+    return out
 
 
 # ------------------------------------------------------------------ Lucene children (run by --lucene-python)
@@ -194,7 +217,7 @@ def profile_bm25s(a) -> dict:
 
 
 CHILDREN = {"leaf_build": leaf_build, "leaf_search": leaf_search, "lucene_build": lucene_build,
-            "lucene_search": lucene_search, "profile": profile_bm25s}
+            "lucene_search": lucene_search, "profile": profile_bm25s, "reference_share": lambda a: {"share": reference_share()}}
 
 
 def child(python: str, what: str, timeout: float | None, **kw) -> dict:
@@ -205,13 +228,14 @@ def child(python: str, what: str, timeout: float | None, **kw) -> dict:
 
 
 # ------------------------------------------------------------------ the parent
-def corpus_and_queries(work: Path, n: int, n_queries: int) -> tuple[Path, Path]:
+def corpus_and_queries(work: Path, n: int, n_queries: int, style: str = "keywords") -> tuple[Path, Path]:
     sys.path.insert(0, str(HERE))
     from retrieval import generate
-    corpus, qfile = work / f"corpus_{n}.jsonl", work / f"queries_{n}.jsonl"
+    tag = "" if style == "window" else f"_{style}"  # window: the earlier runs' file names
+    corpus, qfile = work / f"corpus_{n}{tag}.jsonl", work / f"queries_{n}{tag}.jsonl"
     if not (corpus.exists() and qfile.exists()):
-        log(f"generating {n:,} passages ...")
-        qs = generate(corpus, n, n_queries)
+        log(f"generating {n:,} passages ({style} queries) ...")
+        qs = generate(corpus, n, n_queries, query_style=style)
         qfile.write_text("".join(json.dumps(q) + "\n" for q in qs))
     return corpus, qfile
 
@@ -249,11 +273,15 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per child process")
     ap.add_argument("--csv", type=Path, default=None, help="append the rows to this CSV")
     ap.add_argument("--busy-sample-s", type=float, default=3.0, help="seconds spent measuring other load before each stage")
+    ap.add_argument("--query-style", default="keywords", choices=["keywords", "window"],
+                    help="keywords: LLM-style search queries matched to data/retrieval_queries.jsonl's postings share; window: 6-12 consecutive words")
     a = ap.parse_args(argv)
     a.workdir.mkdir(parents=True, exist_ok=True)
     rows, profiles = [], []
+    ref = child(sys.executable, "reference_share", a.timeout)["share"]
+    log(f"postings share of data/retrieval_queries.jsonl over data/medcorpus.jsonl: {ref:.3f} (the synthetic queries aim at it)")
     for n in a.sizes:
-        corpus, qfile = corpus_and_queries(a.workdir, n, a.warmup + a.queries)
+        corpus, qfile = corpus_and_queries(a.workdir, n, a.warmup + a.queries, a.query_style)
         hits = {}
         for engine in a.engines:
             out, hfile = a.workdir / f"{engine}_{n}", a.workdir / f"hits_{engine}_{n}.json"
@@ -274,16 +302,19 @@ def main(argv=None):
                 b = child(sys.executable, "leaf_build", a.timeout, engine=engine, corpus=corpus, out=out)
                 s = child(sys.executable, "leaf_search", a.timeout, engine=engine, queries=qfile, out=out, threads=a.threads, hits=hfile, warmup=a.warmup)
                 if engine == "bm25s" and a.profile:
-                    p = {**child(sys.executable, "profile", a.timeout, queries=qfile, out=out, warmup=a.warmup), "load_avg_1min": load_before, "other_busy_cpus": busy}
+                    p = {**child(sys.executable, "profile", a.timeout, queries=qfile, out=out, warmup=a.warmup), "load_avg_1min": load_before,
+                         "other_busy_cpus": busy, "query_style": a.query_style, "reference_postings_share": ref}
                     log(f"  profile {p}"); profiles.append(p)
                     if a.csv: write_csv(a.csv.with_name(a.csv.stem + "_profile.csv"), [p], PROFILE_COLUMNS)
             hits[engine] = json.loads(hfile.read_text())
             b["load_avg_1min"], b["other_busy_cpus"] = load_before, busy
             rel = [json.loads(l)["relevant"] for l in qfile.read_text().splitlines()][a.warmup:]
             row = {"engine": engine, "passages": n, "threads": a.threads, **b, **s, "index_mb": disk_mb(out),
+                   "query_style": a.query_style, "reference_postings_share": ref,
                    "hit_at_10": sum(r in h for r, h in zip(rel, hits[engine])) / len(rel)}
             if "bm25s" in hits and engine != "bm25s":
                 row["overlap_at_10_vs_bm25s"] = sum(len(set(x) & set(y)) / max(1, len(y)) for x, y in zip(hits[engine], hits["bm25s"])) / len(rel)
+            if "postings_share" in row: log(f"  postings share of the synthetic queries at {n:,} passages: {row['postings_share']:.3f} (reference {ref:.3f})")
             log(f"  {row}")
             rows.append(row)
             if a.csv: write_csv(a.csv, [row])  # row by row: a long run that stops keeps what it measured
@@ -294,16 +325,24 @@ def main(argv=None):
 
 
 COLUMNS = ["engine", "passages", "threads", "build_s", "build_peak_gb", "build_anon_gb", "index_mb", "load_s", "qps", "search_peak_gb",
-           "hit_at_10", "overlap_at_10_vs_bm25s", "pretokenize_s", "load_avg_1min", "other_busy_cpus"]
+           "hit_at_10", "overlap_at_10_vs_bm25s", "pretokenize_s", "load_avg_1min", "other_busy_cpus", "query_style", "postings_share",
+           "reference_postings_share"]
 
 
 PROFILE_COLUMNS = ["passages", "tokenize_ms", "score_ms", "topk_ms", "postings_per_query", "postings_share_of_passages",
-                   "qps_1_threads", "qps_2_threads", "load_avg_1min", "other_busy_cpus"]
+                   "qps_1_threads", "qps_2_threads", "load_avg_1min", "other_busy_cpus", "query_style", "reference_postings_share"]
 
 
 def write_csv(path: Path, rows: list[dict], columns: list[str] = COLUMNS) -> None:
+    "Append `rows`; a file written with fewer columns is rewritten first under the new header (its rows keep their values)."
     new = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not new:
+        with open(path, newline="") as f: old = list(csv.DictReader(f))
+        with open(path, newline="") as f: header = next(csv.reader(f), [])
+        if header != columns:
+            with open(path, "w", newline="") as f:
+                w = csv.DictWriter(f, columns, extrasaction="ignore"); w.writeheader(); w.writerows(old)
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore")
         if new: w.writeheader()

@@ -78,14 +78,51 @@ def heaps_vocab(n_passages: int, words_per_passage: float = 150) -> int:
     "Vocabulary size for a corpus of `n_passages` by Heaps' law, V = 40·sqrt(words), at least 5,000."
     return max(5_000, int(40 * (n_passages * words_per_passage) ** 0.5))
 
+QUERY_SHARE = 0.355  # postings share of data/retrieval_queries.jsonl over data/medcorpus.jsonl (bm25_engines.py's reference_share)
+SHARE_MODEL_BIAS = 1.28  # measured share / `rarity_for`'s expected share (20k and 100k passages: 0.455 and 0.453 for 0.355): stemming
+                         # merges words and titles add some, so the model counts too few postings; the target is divided by it
+
+def keyword_query(rng, words: list[str], p_of: dict, rarity: float, size: tuple[int, int] = (4, 9)) -> str:
+    """A search query as an LLM writes one: 4-9 distinct content words of the passage (no function words), rarer ones
+    likelier (weight p(word)^-rarity)."""
+    types = [w for w in dict.fromkeys(words) if w in p_of]
+    weights = np.array([p_of[w] for w in types]) ** -rarity
+    k = min(len(types), int(rng.integers(size[0], size[1] + 1)))
+    return " ".join(rng.choice(types, size=k, replace=False, p=weights / weights.sum()).tolist())
+
+def rarity_for(share: float, passages: list[list[str]], p_of: dict, words_per_passage: float = 150, content: float = 0.6,
+               size: tuple[int, int] = (4, 9)) -> float:
+    """The `rarity` at which `keyword_query`'s expected postings share is `share`, on these passages: a word of probability p
+    is in 1 - (1 - content·p)^words of the passages, and a query's share is that summed over its words (bisection)."""
+    def expected(rarity: float) -> float:
+        total = 0.0
+        for w in passages:
+            types = [x for x in dict.fromkeys(w) if x in p_of]
+            p = np.array([p_of[x] for x in types])
+            weights = p ** -rarity; weights /= weights.sum()
+            df = 1 - (1 - content * p) ** words_per_passage
+            total += (size[0] + size[1]) / 2 * float(weights @ df)  # k words, each drawn with these weights (about)
+        return total / len(passages)
+    lo, hi = 0.0, 3.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected(mid) > share else (lo, mid)
+    return (lo + hi) / 2
+
 def generate(path: Path, n: int, n_queries: int, vocab_size: int | None = None, seed: int = 0,
-             zipf_offset: float = 20.0, query_words: tuple[int, int] = (6, 12)) -> list[dict]:
-    """Write `n` passages to `path` (streamed in chunks) and return `n_queries` queries, each `query_words` consecutive
-    words of a different random passage (its `relevant` passage). `vocab_size` None: `heaps_vocab(n)`."""
+             zipf_offset: float = 20.0, query_words: tuple[int, int] = (6, 12), query_style: str = "window",
+             query_share: float = QUERY_SHARE) -> list[dict]:
+    """Write `n` passages to `path` (streamed in chunks) and return `n_queries` queries, one per different random passage
+    (its `relevant` passage): `query_style` "window" is `query_words` consecutive words of it, "keywords" is
+    `keyword_query` (distinct content words, rarer ones likelier), its rarity set on the first chunk's passages so
+    that a query's expected postings share is `query_share`, whatever the corpus size. `vocab_size` None: `heaps_vocab(n)`."""
+    if query_style not in ("window", "keywords"): raise ValueError(f"query_style must be 'window' or 'keywords', got {query_style!r}")
     rng = np.random.default_rng(seed)
     vocab = np.array(vocabulary(vocab_size or heaps_vocab(n), seed))
     stop = np.array(STOPWORDS)
     p_vocab, p_stop = zipf_p(len(vocab), offset=zipf_offset), zipf_p(len(stop), 1.0)
+    p_of = dict(zip(vocab.tolist(), p_vocab.tolist())) if query_style == "keywords" else None
+    rarity = None
     wanted = set(rng.choice(n, size=min(n_queries, n), replace=False).tolist())
     queries, chunk = [], 10_000
     with open(path, "w") as f:
@@ -96,6 +133,10 @@ def generate(path: Path, n: int, n_queries: int, vocab_size: int | None = None, 
             content = vocab[rng.choice(len(vocab), size=total, p=p_vocab)]
             function = stop[rng.choice(len(stop), size=total, p=p_stop)]
             words = np.where(rng.random(total) < 0.4, function, content).tolist()
+            if p_of is not None and rarity is None:  # calibrated once, on the first chunk (its own generator: the corpus stays the same)
+                ends = np.cumsum(lengths)
+                rarity = rarity_for(query_share / SHARE_MODEL_BIAS, [words[e - l:e] for e, l in zip(ends[:200], lengths[:200])], p_of,
+                                    float(lengths.mean()))
             titles = vocab[rng.choice(len(vocab), size=(m, 3), p=p_vocab)].tolist()
             breaks = rng.integers(12, 25, size=total)
             pos = 0
@@ -113,9 +154,12 @@ def generate(path: Path, n: int, n_queries: int, vocab_size: int | None = None, 
                 title = " ".join(titles[j]).capitalize()
                 lines.append(json.dumps({"id": doc_id, "title": title, "content": " ".join(sentences)}))
                 if start + j in wanted:
-                    size = int(rng.integers(query_words[0], query_words[1] + 1))
-                    at = int(rng.integers(0, len(w) - size + 1))
-                    queries.append({"query": " ".join(w[at:at + size]), "relevant": doc_id})
+                    if p_of is not None: q = keyword_query(rng, w, p_of, rarity)
+                    else:
+                        size = int(rng.integers(query_words[0], query_words[1] + 1))
+                        at = int(rng.integers(0, len(w) - size + 1))
+                        q = " ".join(w[at:at + size])
+                    queries.append({"query": q, "relevant": doc_id})
             f.write("\n".join(lines) + "\n")
     rng.shuffle(queries)
     return queries

@@ -1,0 +1,129 @@
+"""The rehearsal of the paper path, small: `benchmarks/rehearsal_data.py` at a tiny size writes every data set in its
+published format (read back by the project's loaders), and `benchmarks/paper_scale.py` runs Table 1 through
+`leaf-nb reproduce --profile <profiles/rehearsal.yaml filled in>` against logged stand-in server processes, a saved
+BM25 index and the generated MIRAGE file. The full-size rehearsal is the benchmark (benchmarks/paper_scale.py)."""
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import paper_scale  # noqa: E402
+import rehearsal_data  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    "The rehearsal data at 2,000 passages and 0.2 % of every question and claim count (5 % for the claim statistics test)."
+    out = tmp_path_factory.mktemp("rehearsal") / "data"
+    rehearsal_data.generate(out, seed=0, passages=2000, fraction=0.002, quiet=True)
+    return out
+
+
+def test_generated_data_is_in_the_published_formats(tiny):
+    from leaf_nb.data import MIRAGE_DATASETS, load_claims, load_medqa_jsonl, load_mirage
+    m = json.loads((tiny / "manifest.json").read_text())
+    for d in MIRAGE_DATASETS:
+        qs = load_mirage(tiny / "MIRAGE" / "benchmark.json", d)
+        assert len(qs) == m["mirage"][d] == max(1, round(rehearsal_data.MIRAGE_COUNTS[d] * 0.002))
+        assert sorted(qs[0].options) == list("ABCD"[:{"pubmedqa": 3, "bioasq": 2}.get(d, 4)])
+        if d in ("pubmedqa", "bioasq"): assert qs[0].extra["PMID"]  # the PubMed articles they cite
+    us = load_medqa_jsonl(tiny / "MedQA" / "questions" / "US" / "test.jsonl")
+    assert all(sorted(q.options) == list("ABCDE") and q.extra["answer"] == q.options[q.answer] for q in us)
+    worked = [q for q in us if q.question.startswith("A 13-year-old boy presents to the emergency department")]
+    assert len(worked) == 1 and worked[0].options["E"] == "Surgical pinning of the femoral head" and worked[0].answer == "E"
+    for s in rehearsal_data.LEAF_SAMPLES:  # all six Figure 8-9 questions, verbatim with their choices
+        assert any(q.question == s["question"] and list(q.options.values()) == s["options"] for q in us)
+    raw = [c for s in ("train", "val", "test") for c in load_claims(tiny / "RAWFC", "rawfc", s)]
+    liar = [c for s in ("train", "val", "test") for c in load_claims(tiny / "LIAR-RAW", "liar-raw", s)]
+    assert len(raw) == sum(m["claims"]["rawfc"].values()) and len(liar) == sum(m["claims"]["liar-raw"].values())
+    assert (tiny / "RAWFC" / "train").is_dir() and (tiny / "LIAR-RAW" / "train.json").is_file()  # folder per claim; a JSON list per split
+    pmids = {json.loads(l)["PMID"] for f in (tiny / "medrag" / "pubmed" / "chunk").glob("*.jsonl") for l in f.read_text().splitlines()}
+    cited = {p for q in load_mirage(tiny / "MIRAGE" / "benchmark.json", "pubmedqa") for p in q.extra["PMID"]}
+    assert cited <= pmids  # what the leakage notebook looks for is in the corpus
+    ids = [json.loads(l)["id"] for f in sorted((tiny / "medrag").rglob("*.jsonl")) for l in f.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 2000
+    from leaf_nb.agreement import load_factcheck_bench, load_healthfc  # the rater-agreement sets, read by their loaders
+    fcb, hfc = load_factcheck_bench(tiny / "agreement" / "factcheck_bench.jsonl"), load_healthfc(tiny / "agreement" / "healthfc.csv")
+    assert len(fcb) == m["agreement"]["factcheck_bench_rows"] == 5 * max(1, round(661 * 0.002)) and len(hfc) == m["agreement"]["healthfc_claims"]
+
+
+def test_claim_statistics_follow_ffrr_table1_after_the_leak_filter(tmp_path):
+    "Reports per claim and sentences per report are FFRR Table 1's once drop_leaks has removed the leaking share."
+    from leaf_nb.data import CLAIM_LABELS, load_claims
+    from leaf_nb.ffrr import dataset_stats, drop_leaks
+    out = tmp_path / "data"
+    rehearsal_data.generate(out, seed=1, passages=50, fraction=0.05, quiet=True)
+    for ds, folder, spec in (("rawfc", "RAWFC", rehearsal_data.RAWFC), ("liar-raw", "LIAR-RAW", rehearsal_data.LIAR_RAW)):
+        claims = [c for s in ("train", "val", "test") for c in load_claims(out / folder, ds, s)]
+        kept, removed = drop_leaks(claims)
+        stats = dataset_stats(kept, CLAIM_LABELS[ds])
+        assert abs(stats["Avg. doc per claim"] - spec["docs"]) <= 0.06 * spec["docs"]
+        assert abs(stats["Avg. sentence per doc"] - spec["sentences"]) <= 0.3
+        share = len(removed) / sum(len(c.reports) for c in claims)
+        assert 0.4 * spec["leak_share"] <= share <= 2 * spec["leak_share"]
+        wanted = rehearsal_data.apportion(len(claims), spec["labels"])
+        assert {l: stats[f"# {l}"] for l in CLAIM_LABELS[ds]} == wanted
+
+
+def test_expand_fills_the_profile_and_names_what_is_missing():
+    assert paper_scale.expand({"a": ["${X}/b"], "n": "${N}"}, {"X": "/d", "N": 3}, "p") == {"a": ["/d/b"], "n": 3}
+    with pytest.raises(ValueError, match=r"p: \$\{Y\} is not set"):
+        paper_scale.expand("${Y}", {"X": 1}, "p")
+
+
+def test_the_profile_has_every_name_h100_has():
+    import yaml
+    h100, reh = (yaml.safe_load((REPO / "profiles" / f"{n}.yaml").read_text()) for n in ("h100", "rehearsal"))
+    assert set(h100["models"]) == set(reh["models"]) and set(h100["data"]) == set(reh["data"])  # every @name resolves
+    assert {k for k in h100 if k not in ("models", "data", "profile")} <= set(reh)
+
+
+def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
+    "One notebook end to end: leaf-nb reproduce with the filled-in rehearsal profile, stand-in servers, a saved index."
+    work, out_csv, stage_csv = tmp_path / "run", tmp_path / "paper_scale.csv", tmp_path / "calls.csv"
+    rows = paper_scale.main(["--data", str(tiny), "--work", str(work), "--passages", "2000", "--fraction", "0.002",
+                             "--only", "table1_filtered_accuracy", "--no-estimate", "--busy-sample-s", "0.1",
+                             "--csv", str(out_csv), "--stage-csv", str(stage_csv), "--timeout", "600", "--free-ports"])
+    (row,) = rows
+    assert row["rc"] == 0, row.get("error")
+    n = sum(json.loads((tiny / "manifest.json").read_text())["mirage"].values())
+    assert row["questions"] == n
+    # every model call the notebook asked reached a stand-in as one HTTP request or was answered by the cache (Table 1's
+    # one-search reading asks again for the five-search run's answers), and the labelling dry run found all in the cache
+    assert row["calls"] >= row["http_requests"] > 4 * n and row["calls_not_cached_in_replay"] == 0
+    assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["peak_rss_gb"] > 0 and row["cache_mb"] > 0
+    assert row["gpu_hours"] > 0
+    prov = json.loads((tiny / "figures" / "leaf" / "rehearsal" / "table1_filtered_accuracy.provenance.json").read_text())
+    assert prov["profile"] == "rehearsal" and prov["index"]["passages"] == 2000
+    assert {m["name"] for m in prov["models"].values()} == {"meta-llama/Meta-Llama-3-70B-Instruct", "Qwen/Qwen2-72B-Instruct", "gpt-3.5-turbo"}
+    assert sum(m["calls"] for m in prov["models"].values()) == row["http_requests"]  # the run's own count agrees with the servers' logs
+    with open(stage_csv) as f: stages = {r["stage"]: r for r in csv.DictReader(f)}
+    assert {"answers", "queries", "verdicts", "claims", "check-worthiness", "search questions", "stances"} <= set(stages)
+    assert float(stages["answers"]["calls_per_unit"]) == 1.0 and stages["answers"]["unit"] == "question"
+    with open(out_csv) as f: assert [r["notebook"] for r in csv.DictReader(f)] == ["table1_filtered_accuracy"]
+
+
+def test_the_cost_tables_in_the_readmes_are_the_csvs():
+    "README's 'At scale' and data/README.md show the tables paper_scale.py --table makes from benchmarks/results (no drift)."
+    block = paper_scale.cost_tables(REPO / "benchmarks" / "results" / "paper_scale.csv")
+    for f in (REPO / "README.md", REPO / "data" / "README.md"):
+        assert block in f.read_text(), f"{f.name} is stale: python benchmarks/paper_scale.py --table --write, then tests/test_repo.py --write"
+
+
+def test_a_stated_part_sets_only_the_sizes_the_paper_reads_in_full(tiny):
+    "--units N: each size the paper profile leaves at 0 (all) becomes N; the counts read are N of each dataset, capped."
+    papers = REPO / "nbs" / "papers"
+    assert paper_scale.part_overrides(papers / "leaf" / "table4_ranking_delta.ipynb", 3) == {"n_questions": 3}
+    assert paper_scale.part_overrides(papers / "ffrr" / "table2_verification.ipynb", 3) == {"n_train": 3, "n_test": 3}
+    assert paper_scale.part_overrides(papers / "leaf" / "fig7_option_frequency.ipynb", 3) == {}  # six named questions: never cut
+    m = json.loads((tiny / "manifest.json").read_text())
+    t4 = papers / "leaf" / "table4_ranking_delta.ipynb"
+    assert paper_scale.units_of(t4, m) == ("question", sum(m["mirage"].values()))
+    assert paper_scale.units_of(t4, m, per=2) == ("question", sum(min(2, v) for v in m["mirage"].values()))
+    ra = paper_scale.units_of(papers / "leaf" / "rater_agreement.ipynb", m)
+    assert ra == ("row", m["agreement"]["factcheck_bench_rows"] + m["agreement"]["healthfc_claims"])
