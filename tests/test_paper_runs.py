@@ -87,7 +87,8 @@ def test_two_profiles_keep_their_outputs_and_provenance(scripted, tmp_path, monk
     srv = scripted(reply)
     spec = f"openai:{srv.base_url}#scripted@scripted-v1"
     other = reproduce(TABLE1, run_parameters(TABLE1, overrides={"out_dir": str(out), "profile": "other", "llm": spec, "replay": "",
-                                                                 "cache": str(tmp_path / "other.sqlite"), **BUDGETS}))["executed"]
+                                                                 "cache": str(tmp_path / "other.sqlite"), "verdict": "cot",
+                                                                 **BUDGETS}))["executed"]
     assert other.parent == out / "other"
     assert srv.requests and {b["max_tokens"] for b in srv.requests} >= {40, 41, 42, 43}  # every stage reached the server
 
