@@ -692,8 +692,8 @@ def draw_reliability(result: AgreementResult, title: str = "", ax=None):
 
 # %% ../nbs/api/20_agreement.ipynb #da69535b
 def source_bars(result: AgreementResult, metric: str = "balanced_accuracy", title: str = "", ax=None):
-    "`metric` per source and checker on the held-out rows, with its interval and n under each bar (`leaf_nb.runs.bars`); returns the figure."
-    from leaf_nb.runs import bars
+    "`metric` per source and checker on the held-out rows, with its interval and n under each bar (`leaf_nb.show.bars`); returns the figure."
+    from leaf_nb.show import bars
     m = result.metrics[(result.metrics.metric == metric) & (result.metrics.source != ALL)]
     return bars(m, "source", "value", "checker", lo="low", hi="high", n="n", ax=ax, ylabel=METRICS.get(metric, metric),
                 title=title or f"{METRICS.get(metric, metric).capitalize()} per source (held-out rows; labels: {result.mapping})")

@@ -15,7 +15,7 @@ from .prompts import UNPARSED
 
 # %% auto #0
 __all__ = ['correctness', 'filtered_accuracy', 'bootstrap_ci', 'mcnemar', 'wilcoxon', 'option_frequency', 'f1_from_pr',
-           'macro_prf', 'score_table', 'randomization_test', 'significance', 'mark_table', 'beside_paper']
+           'macro_prf', 'score_table', 'randomization_test', 'significance', 'mark_table']
 
 # %% ../nbs/api/08_evaluate.ipynb #cb3df5d1
 def correctness(predicted: Sequence[str],  # option letters from `parse_option` (or UNPARSED)
@@ -178,19 +178,3 @@ def mark_table(table: pd.DataFrame,  # `score_table` output
     t = table[["precision", "recall", "f1"]].map(lambda v: f"{v:.1f}")
     for r in sig[sig.marked].itertuples(): t.loc[r.method, r.metric] += "∗"
     return t
-
-# %% ../nbs/api/08_evaluate.ipynb #543e1a26
-def beside_paper(ours: pd.DataFrame,  # the run's table: one row per method or metric, one column per dataset
-                 paper: pd.DataFrame,  # the paper's reported values with the same row and column labels
-                 source: str,  # where the paper's values come from, e.g. "LEAF paper, Table 1"
-                ) -> pd.DataFrame:
-    """Per column: the run's value, the paper's and the difference (ours − paper); a row the run lacks is
-    labelled `reported` in the `rows` column, a row the paper lacks `ours only`."""
-    rows = list(dict.fromkeys([*ours.index, *paper.index]))
-    cols = list(dict.fromkeys([*ours.columns, *paper.columns]))
-    o, p = ours.reindex(index=rows, columns=cols), paper.reindex(index=rows, columns=cols)
-    out = pd.concat({c: pd.DataFrame({"ours": o[c], "paper": p[c], "diff": o[c] - p[c]}) for c in cols}, axis=1)
-    kind = ["reported" if r not in ours.index else "ours only" if r not in paper.index else "both" for r in rows]
-    out.insert(0, ("rows", ""), kind)
-    out.attrs["source"] = source
-    return out

@@ -30,7 +30,7 @@ from .prompts import Prompts, as_prompts
 # %% auto #0
 __all__ = ['PACKAGES', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS', 'TOKENIZER_FILES', 'WEIGHT_FILES', 'CHECK_KINDS',
            'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run',
-           'start_run', 'banner', 'reproduce_command', 'bars', 'read_profile', 'expand_env', 'shared_profile',
+           'start_run', 'banner', 'reproduce_command', 'read_profile', 'expand_env', 'shared_profile',
            'check_parameters', 'run_parameters', 'cost_table', 'NotebookError', 'reproduce', 'paper_notebooks', 'Check',
            'effective_parameters', 'needs', 'data_fixes', 'check_one', 'check_runs', 'checklist', 'read_calls',
            'workload', 'estimate_costs', 'prepare_caches']
@@ -212,49 +212,6 @@ def reproduce_command(run: Run,  # from `start_run`
     try: where = Path.cwd().resolve().relative_to(REPO.resolve())
     except ValueError: where = Path(".")  # run outside the checkout: the bare name
     return f"leaf-nb reproduce {(where / f'{run.notebook}.ipynb').as_posix()} --profile {profile}"
-
-# %% ../nbs/api/16_runs.ipynb #549c3ca9
-def _bar_group(ax, sub, pos, width: float, label: str, y: str, lo: str | None, hi: str | None, n: str | None, paper: str | None, first: bool):
-    "One `hue` value's bars at `pos`: heights, intervals, n under each bar, and the paper's values as markers."
-    import numpy as np
-    vals = sub[y].astype(float).values
-    err = None
-    if lo and hi:
-        err = np.vstack([vals - sub[lo].astype(float).values, sub[hi].astype(float).values - vals])
-        err = np.where(np.isnan(err), 0, np.clip(err, 0, None))
-    ax.bar(pos, np.nan_to_num(vals), width, yerr=err, capsize=2, label=label)
-    if n:
-        for p, c in zip(pos, sub[n].values):
-            if c == c: ax.annotate(f"n={int(c)}", (p, 0), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7, rotation=90)
-    if paper:
-        ax.scatter(pos, sub[paper].astype(float).values, marker="D", color="black", s=18, zorder=3, label="paper" if first else None)
-
-# %% ../nbs/api/16_runs.ipynb #76c826da
-def bars(data,  # long table: one row per bar
-         x: str,  # the column along the axis (e.g. dataset)
-         y: str,  # the bar height (e.g. accuracy in %)
-         hue: str,  # the column that groups bars (e.g. method)
-         lo: str | None = None,  # lower end of the interval
-         hi: str | None = None,  # upper end of the interval
-         n: str | None = None,  # the number of items behind each bar, written under it
-         paper: str | None = None,  # the paper's value for the bar, drawn as a marker (NaN: none)
-         title: str = "",
-         ylabel: str | None = None,
-         ax=None,
-        ):
-    "Grouped bars with intervals, n per bar and the paper's values as markers; returns the figure."
-    import matplotlib.pyplot as plt
-    import numpy as np
-    xs, hs = list(dict.fromkeys(data[x])), list(dict.fromkeys(data[hue]))
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(max(6, 1.4 * len(xs) * max(1, len(hs)) / 2), 3.6))
-    width = 0.8 / max(1, len(hs))
-    for j, h in enumerate(hs):
-        sub = data[data[hue] == h].set_index(x).reindex(xs)
-        _bar_group(ax, sub, np.arange(len(xs)) - 0.4 + width * (j + 0.5), width, str(h), y, lo, hi, n, paper, j == 0)
-    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
-    ax.set(title=title, ylabel=ylabel or y)
-    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
-    return fig
 
 # %% ../nbs/api/16_runs.ipynb #cd68465c
 def read_profile(path: str | Path,  # a YAML profile
