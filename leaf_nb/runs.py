@@ -29,11 +29,11 @@ from .prompts import Prompts, as_prompts
 
 # %% auto #0
 __all__ = ['PACKAGES', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS', 'TOKENIZER_FILES', 'WEIGHT_FILES', 'CHECK_KINDS',
-           'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'PaperSetup', 'paper_setup', 'parameter_names', 'Run',
-           'start_run', 'banner', 'reproduce_command', 'read_profile', 'expand_env', 'shared_profile',
-           'check_parameters', 'run_parameters', 'cost_table', 'NotebookError', 'reproduce', 'paper_notebooks', 'Check',
-           'effective_parameters', 'needs', 'data_fixes', 'check_one', 'check_runs', 'checklist', 'read_calls',
-           'workload', 'estimate_costs', 'prepare_caches']
+           'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'AGREEMENT_FILES', 'PaperSetup', 'paper_setup',
+           'parameter_names', 'Run', 'start_run', 'banner', 'reproduce_command', 'read_profile', 'expand_env',
+           'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'NotebookError', 'reproduce',
+           'paper_notebooks', 'Check', 'effective_parameters', 'needs', 'data_fixes', 'check_one', 'check_runs',
+           'checklist', 'read_calls', 'workload', 'estimate_costs', 'prepare_caches']
 
 # %% ../nbs/api/16_runs.ipynb #58923ece
 @dataclass
@@ -715,7 +715,7 @@ def checklist(checks: list[Check],  # from `check_runs`
 # %% ../nbs/api/16_runs.ipynb #2f6d0b12
 MIRAGE_COUNTS = {"medqa": 1273, "medmcqa": 4183, "pubmedqa": 500, "bioasq": 618, "mmlu": 1089}  # MIRAGE's questions per dataset, 7,663 in all
 CALLS_FILE = REPO / "benchmarks" / "results" / "calls_per_question.csv"  # measured by a full-size rehearsal
-CALL_UNITS = ("question", "sample", "claim", "train_claim")
+CALL_UNITS = ("question", "sample", "claim", "train_claim", "row")
 
 def read_calls(path: str | Path,  # a CSV of measured calls per unit
               ) -> list[dict]:
@@ -769,6 +769,23 @@ def _claims(p: dict, folder: Path, split: str, cap: str) -> tuple[int | None, st
         total += n; parts.append(f"{d} {n:,}")
     return (total, " + ".join(parts)) if roots else (None, "no claim dataset")
 
+AGREEMENT_FILES = {"factcheck_bench": "factcheck-bench", "healthfc": "healthfc", "aggrefact": "aggrefact", "claims": "jsonl"}
+
+def _agreement_rows(p: dict, folder: Path) -> tuple[int | None, str] | None:
+    "The labelled rows a rater-agreement run scores (`n_rows` from each file, or all), counted in its files; None: no such run."
+    named = {k: p[k] for k in AGREEMENT_FILES if p.get(k)}
+    if not named: return None
+    from leaf_nb.agreement import load_agreement
+    total, parts = 0, []
+    for k, v in named.items():
+        path = Path(str(v)).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_file(): return None, f"the rows are counted in the labelled files: {k} is not at {path}"
+        n = len(load_agreement(path, AGREEMENT_FILES[k]))
+        n = min(n, p["n_rows"]) if p.get("n_rows") else n
+        total += n; parts.append(f"{k} {n:,}")
+    return total, " + ".join(parts)
+
 def workload(notebook: str | Path,  # a paper notebook
              parameters: dict,  # the run's parameters
             ) -> dict[str, tuple[int | None, str]]:
@@ -782,6 +799,8 @@ def workload(notebook: str | Path,  # a paper notebook
         out["claim"] = _claims(p, nb.parent, "test", "n_test")
         n, how_ = _claims(p, nb.parent, "train", "n_train")
         out["train_claim"] = (n * p.get("epochs", 1), f"({how_}) x {p.get('epochs', 1)} epochs") if n is not None else (None, how_)
+    rows = _agreement_rows(p, nb.parent)
+    if rows is not None: out["row"] = rows
     return out
 
 # %% ../nbs/api/16_runs.ipynb #3fc958a3

@@ -22,7 +22,7 @@ def test_fact_check_prompt_swapped_through_a_notebook_parameter(scripted, tmp_pa
     prompts.write_text(yaml.safe_dump({"fact_check": PAPER_PROMPTS.fact_check.replace("Instructions:", marker, 1)}))
     pm.execute_notebook(str(TABLE1), str(tmp_path / "out.ipynb"), cwd=str(TABLE1.parent), progress_bar=False, kernel_name="python3",
                         parameters={"llm": f"openai:{srv.base_url}#scripted@test", "prompts": str(prompts), "replay": "",
-                                    "rater_max_tokens": 31, "cache": str(tmp_path / "cache.sqlite"), "out_dir": str(tmp_path / "figures")})
+                                    "rater_max_tokens": 31, "verdict": "cot", "cache": str(tmp_path / "cache.sqlite"), "out_dir": str(tmp_path / "figures")})
     rater = [b["messages"][-1]["content"] for b in srv.requests if b.get("max_tokens") == 31]  # the rater's requests, by their budget
     assert rater and all(t.startswith(marker) for t in rater), rater[:1]
     assert sum(marker in m["content"] for b in srv.requests for m in b.get("messages", [])) == len(rater)  # nowhere else
