@@ -21,8 +21,8 @@ from .retrieve import Hit, Retriever, passage_text
 from .text import split_sentences
 
 # %% auto #0
-__all__ = ['PAPER_LEAF', 'PAPER_LEAF_ONE_SEARCH', 'FactCheckSettings', 'question_context', 'leaf_score', 'search_loop',
-           'FactCheckResult', 'fact_check', 'fact_check_report']
+__all__ = ['PAPER_LEAF', 'PAPER_LEAF_ONE_SEARCH', 'PROMPT_CHUNK', 'FactCheckSettings', 'question_context', 'leaf_score',
+           'search_loop', 'FactCheckResult', 'fact_check', 'fact_check_report']
 
 # %% ../nbs/api/06_factcheck.ipynb #22a55d5b
 @dataclass(frozen=True)
@@ -80,11 +80,20 @@ def leaf_score(verdicts: Sequence[str],  # one verdict per sentence
 def _knowledge(hits: list[Hit]) -> list[str]:
     return [passage_text(h.title, h.text) for h in hits]
 
+PROMPT_CHUNK = 8192  # units whose prompts a stage builds and sends at once: a stage holds one chunk's prompts, not all of them
+
+def _chunks(n: int, desc: str) -> list[tuple[slice, str]]:
+    "A slice and a progress label for each chunk of `n` units (the label numbered when there is more than one)."
+    starts = range(0, n, PROMPT_CHUNK)
+    return [(slice(s, s + PROMPT_CHUNK), desc if len(starts) == 1 else f"{desc}, part {i + 1}/{len(starts)}") for i, s in enumerate(starts)]
+
 def _ask_queries(r: int, active: list[int], statements, contexts, llm: LM, settings: FactCheckSettings,
                  prompts: Prompts | None, queries: list[list[str]], status: list[list[str]], hits: list[list[Hit]]) -> list[int]:
     "Search `r`'s query call for the units in `active`: records each reply's query and status; returns the units that search."
-    replies = llm.generate([user(query_prompt(statements[u], contexts[u], _knowledge(hits[u]), prompts)) for u in active],
-                           max_tokens=settings.query_max_tokens, desc=f"queries (search {r + 1})")
+    replies = []
+    for part, desc in _chunks(len(active), f"queries (search {r + 1})"):  # the same requests, a chunk's prompts at a time
+        replies += llm.generate([user(query_prompt(statements[u], contexts[u], _knowledge(hits[u]), prompts)) for u in active[part]],
+                                max_tokens=settings.query_max_tokens, desc=desc)
     go = []
     for u, reply in zip(active, replies):
         q = parse_query(reply[0])
@@ -128,14 +137,15 @@ def search_loop(statements: Sequence[str],  # one STATEMENT per unit (a sentence
 
 # %% ../nbs/api/06_factcheck.ipynb #fa52ceca
 def _rate(statements, hits, contexts, rater: LM, s: FactCheckSettings, prompts: Prompts | None = None):
-    "Reasoning, verdict and P([Supported]) per unit, in one batched rater call."
-    prompts = [user(fact_check_prompt(t, _knowledge(h), c, reasoning=s.verdict == "cot", prompts=prompts)) for t, h, c in zip(statements, hits, contexts)]
-    if not prompts: return [], [], []
-    if s.verdict == "cot":
-        reasoning = [r[0] for r in rater.generate(prompts, max_tokens=s.rater_max_tokens, desc="verdicts")]
-        return reasoning, [parse_verdict(r) for r in reasoning], [float("nan")] * len(prompts)
-    p_sup = [float(p) for p in label_probs(rater.label_logprobs(prompts, [SUPPORTED_LABEL, NOT_SUPPORTED_LABEL], desc="verdicts"))[:, 0]]
-    return [""] * len(prompts), [SUPPORTED if p >= s.threshold else NOT_SUPPORTED for p in p_sup], p_sup
+    "Reasoning, verdict and P([Supported]) per unit: one batched rater call per chunk of `PROMPT_CHUNK` units."
+    reasoning, p_sup = [], []
+    for part, desc in _chunks(len(statements), "verdicts"):
+        chunk = [user(fact_check_prompt(t, _knowledge(h), c, reasoning=s.verdict == "cot", prompts=prompts))
+                 for t, h, c in zip(statements[part], hits[part], contexts[part])]
+        if s.verdict == "cot": reasoning += [r[0] for r in rater.generate(chunk, max_tokens=s.rater_max_tokens, desc=desc)]
+        else: p_sup += [float(p) for p in label_probs(rater.label_logprobs(chunk, [SUPPORTED_LABEL, NOT_SUPPORTED_LABEL], desc=desc))[:, 0]]
+    if s.verdict == "cot": return reasoning, [parse_verdict(r) for r in reasoning], [float("nan")] * len(reasoning)
+    return [""] * len(p_sup), [SUPPORTED if p >= s.threshold else NOT_SUPPORTED for p in p_sup], p_sup
 
 # %% ../nbs/api/06_factcheck.ipynb #cd39aae3
 @dataclass

@@ -31,9 +31,9 @@ from tqdm.auto import tqdm
 from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, keyed, request_key
 
 # %% auto #0
-__all__ = ['Prompt', 'SMOLLM2_GGUF', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop', 'through_cache', 'LM',
-           'BudgetReached', 'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded',
-           'VLLM', 'free_port', 'LlamaCppServer', 'load_llm']
+__all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop',
+           'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir',
+           'Embedded', 'embedded', 'VLLM', 'free_port', 'LlamaCppServer', 'openai_spec', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #a530e7f1
 Prompt = Union[str, list]  # plain text, or chat messages [{"role": ..., "content": ...}]
@@ -78,8 +78,10 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                   progress: bool = True,
                   computed=None,  # called once per computed result (e.g. to count backend calls)
                  ) -> list:
-    "Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`)."
-    keys, texts = zip(*map(keyed, dicts)) if dicts else ((), ())
+    """Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`).
+    Only the keys are kept: a request's JSON is made again when its result is stored, so a stage of 50,000 long prompts
+    holds its prompts once, not twice (the second JSON costs about 2 % of a check made in-process)."""
+    keys = [request_key(d) for d in dicts]
     found = cache.get_many(keys) if cache is not None else {}
     todo = {}  # key -> index of its first request: identical requests are computed once
     for i, k in enumerate(keys):
@@ -93,7 +95,7 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                 i = idx[j]
                 if computed is not None: computed()
                 found[keys[i]] = value
-                if writer is not None: writer.put(keys[i], value, dicts[i], texts[i])
+                if writer is not None: writer.put(keys[i], value, dicts[i])
                 bar.update()
         finally:
             bar.close()
@@ -794,21 +796,37 @@ def stop(self: LlamaCppServer) -> None:
         self.log.close(); Path(self.log.name).unlink(missing_ok=True); self.log = None
 
 # %% ../nbs/api/01_llm.ipynb #2dbf6861
+SPEC_OPTIONS = {"batch_size": "prompts per request", "max_concurrency": "requests in flight"}  # what an openai: spec may set
+
+def openai_spec(spec: str) -> tuple[str, str, str, dict[str, int]]:
+    """`(url, model, identity, options)` of `openai:URL#MODEL[@IDENTITY][?batch_size=N&max_concurrency=N]`: the options
+    are `OpenAICompatible`'s, so that a profile's one string says how hard to drive its server."""
+    from urllib.parse import parse_qsl
+    kind, _, rest = spec.partition(":")
+    url, _, model = rest.partition("#")
+    model, _, query = model.partition("?")
+    model, at, ident = model.partition("@")
+    if kind != "openai" or not url or not model or (at and not ident):
+        raise ValueError(f"openai spec needs a URL and a model name: openai:URL#MODEL or openai:URL#MODEL@IDENTITY, got {spec!r}")
+    options = {}
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        if k not in SPEC_OPTIONS: raise ValueError(f"openai spec {spec!r}: unknown option {k!r} (it takes {', '.join(SPEC_OPTIONS)})")
+        if not v.isdigit() or int(v) < 1: raise ValueError(f"openai spec {spec!r}: {k} must be a whole number of at least 1, got {v!r}")
+        options[k] = int(v)
+    return url, model, ident, options
+
 def _backend(spec: str, **kwargs) -> LM:
     kind, _, rest = spec.partition(":")
     if spec == "embedded": return embedded(**kwargs)
     if kind == "hf" and rest: return Transformers(rest, **kwargs)
     if kind == "vllm" and rest: return VLLM(rest, **kwargs)
     if kind == "openai" and rest:
-        url, _, model = rest.partition("#")
-        model, at, ident = model.partition("@")
-        if not url or not model or (at and not ident):
-            raise ValueError(f"openai spec needs a URL and a model name: openai:URL#MODEL or openai:URL#MODEL@IDENTITY, got {spec!r}")
-        return OpenAICompatible(url, model, **({"identity": ident} if ident else {}), **kwargs)
+        url, model, ident, options = openai_spec(spec)
+        return OpenAICompatible(url, model, **({"identity": ident} if ident else {}), **{**options, **kwargs})
     raise ValueError(f"unknown LLM spec {spec!r}: use 'embedded', 'hf:PATH', 'openai:URL#MODEL' or 'vllm:PATH'")
 
-def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name[@identity]" or "vllm:/path/to/model"
-             **kwargs,  # passed to the backend (cache, batch_size, max_concurrency, ...)
+def load_llm(spec: str,  # "embedded", "hf:/path/to/model", "openai:http://host:port/v1#model-name[@identity][?batch_size=32]" or "vllm:/path/to/model"
+             **kwargs,  # passed to the backend (cache, batch_size, max_concurrency, ...); they win over a spec's options
             ) -> LM:
     "The backend a spec string names (kept as its `spec`): one parameter for CLIs and papermill notebooks."
     lm = _backend(spec, **kwargs)

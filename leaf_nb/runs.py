@@ -298,7 +298,21 @@ def _resolve(value, models: dict, where: str | None, source: str, sections: dict
     key = part or "spec"
     if key not in entry: raise ValueError(f"{source}: model {name!r} in profile {where} has no {key!r} (it has {', '.join(entry)})")
     section = (sections or {}).get(name, "models")
-    return expand_env(entry[key], where, f"{section}.{name}" + (f".{key}" if isinstance(models[name], dict) else ""))
+    out = expand_env(entry[key], where, f"{section}.{name}" + (f".{key}" if isinstance(models[name], dict) else ""))
+    return _with_options(out, entry, where, name) if key in ("spec", "served") else out
+
+def _with_options(spec, entry: dict, where: str, name: str):
+    "A served spec with the entry's `batch_size` / `max_concurrency` as its `?` options (`leaf_nb.llm.openai_spec`)."
+    from leaf_nb.llm import SPEC_OPTIONS
+    options = {k: entry[k] for k in SPEC_OPTIONS if k in entry}
+    if not options: return spec
+    if not (isinstance(spec, str) and spec.startswith("openai:")):
+        if any(str(entry.get(k, "")).startswith("openai:") for k in ("spec", "served")): return spec  # they are its server's
+        raise ValueError(f"profile {where}: model {name!r} sets {', '.join(options)}, which only a served model (openai: spec) takes")
+    bad = {k: v for k, v in options.items() if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1)}
+    if bad: raise ValueError(f"profile {where}: model {name!r}: {bad} must be whole numbers of at least 1")
+    if "?" in spec.partition("#")[2]: raise ValueError(f"profile {where}: model {name!r} gives options both in its spec and as keys")
+    return spec + "?" + "&".join(f"{k}={v}" for k, v in options.items())
 
 # %% ../nbs/api/16_runs.ipynb #222a1ee9
 def run_parameters(notebook: str | Path,  # the paper notebook
@@ -586,7 +600,7 @@ def _check_server(spec: str, timeout: float) -> tuple[bool, str, str, bool]:
     import urllib.error, urllib.parse
     kind, _, rest = spec.partition(":")
     url, _, name = rest.partition("#")
-    name = name.partition("@")[0]
+    name = name.partition("?")[0].partition("@")[0]  # what /models lists: the name, without identity or options
     if kind == "pooling": url = url.rstrip("/") + "/v1"  # vLLM's pooling server: /pooling at its root, /v1/models beside it
     port = urllib.parse.urlsplit(url).port or ""
     start = f"start it: vllm serve {name} --port {port}" if port else f"start the server at {url}"
@@ -669,7 +683,7 @@ def check_runs(runs: list[tuple[str | Path, dict]],  # (notebook, parameters) of
         nb = Path(nb).resolve()
         for kind, target, param in needs(effective_parameters(nb, params)):
             if offline and kind == "server": continue
-            if kind == "server": key = (kind, target.split("#")[0], target.split("#")[-1].partition("@")[0])
+            if kind == "server": key = (kind, target.split("#")[0], target.split("#")[-1].partition("?")[0].partition("@")[0])
             elif kind in ("package", "program", "embedded model"): key = (kind, target)
             else: key = (kind, str((nb.parent / Path(target).expanduser()).resolve()))
             entry = wanted.setdefault(key, (kind, target, nb.parent, []))

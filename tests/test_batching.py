@@ -91,3 +91,33 @@ def test_writer_keeps_what_finished_when_the_backend_fails(tmp_path):
     assert len(cache) == 7
     stored = dict(cache._conn().execute("SELECT request, value FROM entries").fetchall())
     assert stored['{"x":3}'] == "6"
+
+
+def test_a_profile_sets_batch_size_per_served_model(standin, tmp_path):
+    """A shared profile's `batch_size` / `max_concurrency` beside a model's spec reach every notebook that names the
+    model (as the spec's `?` options): the paper path then sends lists, with the same rows and cache as one a request."""
+    from leaf_nb.runs import _lm, run_parameters
+    nb = ROOT / "nbs" / "papers" / "leaf" / "leakage.ipynb"
+    shared = tmp_path / "lab.yaml"
+    shared.write_text("profile: lab\nmodels:\n"
+                      f"  qwen2_72b: {{spec: 'openai:{standin.base_url}#{standin.model}', batch_size: 8, max_concurrency: 4,"
+                      f" tokenizer: '{embedded_dir()}'}}\n  llama3_70b: {{spec: 'openai:{standin.base_url}#{standin.model}'}}\n")
+    own = tmp_path / "own.yaml"
+    own.write_text("llm: '@llama3_70b'\nrater: '@qwen2_72b'\nrater_tokenizer: '@qwen2_72b.tokenizer'\n")
+    params = run_parameters(nb, profile=str(shared), files=[own])
+    assert params["rater"] == f"openai:{standin.base_url}#{standin.model}?batch_size=8&max_concurrency=4"
+    assert "?" not in params["llm"]  # a model without the keys keeps its spec as written
+    bm25 = BM25(ROOT / "data" / "medcorpus.jsonl", progress=False)
+    runs = {}
+    for role in ("llm", "rater"):
+        cache = Cache(tmp_path / f"{role}.sqlite")
+        lm = _lm(params[role], cache, params["rater_tokenizer"] if role == "rater" else "", progress=False)
+        res = fact_check(ANSWERS, [CTX] * len(ANSWERS), llm=lm, retriever=bm25, settings=FactCheckSettings(n_searches=2))
+        runs[role] = (res.sentences[["queries", "evidence_ids", "verdict"]], dict(cache._conn().execute("SELECT key, value FROM entries").fetchall()), lm)
+    (a, ca, one), (b, cb, lists) = runs["llm"], runs["rater"]
+    assert (lists.batch_size, lists.max_concurrency, one.batch_size) == (8, 4, 1)
+    assert a.equals(b) and ca == cb and lists.sent < one.sent / 4
+    shared.write_text("profile: lab\nmodels:\n  qwen2_72b: {spec: 'hf:/models/qwen', batch_size: 8}\n"
+                      f"  llama3_70b: {{spec: 'openai:{standin.base_url}#{standin.model}'}}\n")
+    with pytest.raises(ValueError, match="only a served model"):
+        run_parameters(nb, profile=str(shared), files=[own])

@@ -135,8 +135,11 @@ def run(tmp_path, tag, settings):
 
 @pytest.mark.parametrize("settings", [FactCheckSettings(n_searches=1), FactCheckSettings(n_searches=3, use_context=False)],
                          ids=["one search", "three searches, no context"])
-def test_fact_check_is_byte_identical_to_the_old_helpers(tmp_path, settings, monkeypatch):
-    new, new_rows = run(tmp_path, "new", settings)
+@pytest.mark.parametrize("chunk", [None, 7], ids=["one chunk", "prompts 7 units at a time"])
+def test_fact_check_is_byte_identical_to_the_old_helpers(tmp_path, settings, chunk, monkeypatch):
+    with monkeypatch.context() as m:
+        if chunk: m.setattr(fc, "PROMPT_CHUNK", chunk)  # the Table 1 memory fix: a stage's prompts built and sent in chunks
+        new, new_rows = run(tmp_path, "new", settings)
     with monkeypatch.context() as m:
         m.setattr(pr, "format_knowledge", old_format_knowledge)
         m.setattr(fc, "_answer_rows", old_answer_rows)
