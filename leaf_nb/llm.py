@@ -78,10 +78,8 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                   progress: bool = True,
                   computed=None,  # called once per computed result (e.g. to count backend calls)
                  ) -> list:
-    """Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`).
-    Only the keys are kept: a request's JSON is made again when its result is stored, so a stage of 50,000 long prompts
-    holds its prompts once, not twice (the second JSON costs about 2 % of a check made in-process)."""
-    keys = [request_key(d) for d in dicts]
+    "Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`)."
+    keys, texts = zip(*map(keyed, dicts)) if dicts else ((), ())
     found = cache.get_many(keys) if cache is not None else {}
     todo = {}  # key -> index of its first request: identical requests are computed once
     for i, k in enumerate(keys):
@@ -95,7 +93,7 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                 i = idx[j]
                 if computed is not None: computed()
                 found[keys[i]] = value
-                if writer is not None: writer.put(keys[i], value, dicts[i])
+                if writer is not None: writer.put(keys[i], value, dicts[i], texts[i])
                 bar.update()
         finally:
             bar.close()
