@@ -12,7 +12,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from .factcheck import FactCheckResult, leaf_score
+from .factcheck import PROMPT_CHUNK, FactCheckResult, leaf_score
 from .llm import LM, user
 from .prompts import NOT_SUPPORTED, SUPPORTED, UNPARSED, format_knowledge, parse_option
 from .retrieve import Hit, Retriever, passage_text
@@ -252,8 +252,12 @@ def factcheckgpt(answers: Sequence[str],  # the LLM answers to check
     units = [(a, j) for a, cs in enumerate(claims) for j in range(len(cs))]
     checked = [u for u, (a, j) in enumerate(units) if worthy[a][j]]
     texts = [claims[units[u][0]][units[u][1]] for u in checked]
-    qs, qstatus, evidence = gather_evidence(texts, llm, retriever, settings)
-    stance, raw = stances(texts, evidence, rater or llm, settings)
+    qs, qstatus, evidence, stance, raw = [], [], [], [], []
+    for s in range(0, len(texts), PROMPT_CHUNK):  # the same requests, a chunk of claims at a time: what their searches found and
+        part = texts[s:s + PROMPT_CHUNK]          # their stance prompts are held for one chunk, not for all
+        q, st, ev = gather_evidence(part, llm, retriever, settings)
+        sn, rw = stances(part, ev, rater or llm, settings)
+        qs += q; qstatus += st; evidence += ev; stance += sn; raw += rw
     verdicts = [claim_verdict(x) for x in stance]
     sentences = _claim_rows(claims, worthy, checked, qs, qstatus, evidence, stance, raw, verdicts)
     return FactCheckResult(sentences, _claim_answer_rows(sentences, len(answers), settings, question_ids, dstatus, wstatus), settings)

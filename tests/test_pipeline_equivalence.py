@@ -182,3 +182,23 @@ def test_request_keys_are_unchanged(obj):
     "The secret filter's fast path gives the JSON (and so the cache keys) the old recursion gave."
     request = {"op": "generate", "payload": obj}
     assert cache_mod._without_secrets(request) == old_without_secrets(request)
+
+
+def test_factcheckgpt_in_chunks_is_byte_identical(tmp_path, monkeypatch):
+    "Factcheck-GPT's evidence and stance stages, a chunk of claims at a time, ask exactly what one pass asks."
+    import leaf_nb.factcheckgpt as fg
+    answers, contexts = answers_and_contexts()
+    out = {}
+    for tag, chunk in (("one", fg.PROMPT_CHUNK), ("chunks", 3)):
+        with monkeypatch.context() as m:
+            m.setattr(fg, "PROMPT_CHUNK", chunk)
+            cache = Cache(tmp_path / f"{tag}.sqlite")
+            bm25 = BM25(CORPUS + ADVERSARIAL, progress=False, cache=cache)
+            lm = StandinLM("standin-test", cache=cache, progress=False)
+            res = fg.factcheckgpt(answers, contexts, llm=lm, retriever=bm25)
+            out[tag] = (res, sorted(sqlite3.connect(cache.path).execute("SELECT key, value, request FROM entries").fetchall()))
+    (a, ra), (b, rb) = out["one"], out["chunks"]
+    assert len(a.sentences) > 3 * 3  # several chunks of 3 claims
+    pd.testing.assert_frame_equal(a.sentences, b.sentences)
+    pd.testing.assert_frame_equal(a.answers, b.answers)
+    assert ra == rb
