@@ -12,6 +12,7 @@ import io
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -290,18 +291,28 @@ def _set_plaid(self: ColBERT, overrides: dict) -> None:
 
 # %% ../nbs/api/05_colbert.ipynb #b91bc850
 _LOADING = threading.Lock()  # one searcher loads at a time while its output is captured
+_BAR = re.compile(r"\d+%\|.*\| *\S+/\S+ \[|\d+it \[")  # a tqdm redraw: "100%|#####| 1/1 [00:00<00:00, 9.4it/s]"
 
 @contextlib.contextmanager
 def _colbert_quiet(stdout: bool = False,  # also capture what colbert prints (while a searcher loads)
+                   bars: bool = True,  # let colbert's tqdm bars reach stderr (the retriever's `progress`)
                   ):
-    "colbert's chatter silenced: its CPU mixed-precision warnings, and with `stdout` its timestamped progress lines."
+    """colbert's chatter silenced: its CPU mixed-precision warnings, with `stdout` its timestamped progress lines,
+    without `bars` its tqdm bars (the rest of what it writes to stderr is written on)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.", category=FutureWarning)
         warnings.filterwarnings("ignore", message=r".*CUDA is not available", category=UserWarning)
-        if not stdout:
+        if not stdout and bars:
             yield
             return
-        with _LOADING, contextlib.redirect_stdout(io.StringIO()): yield
+        err = io.StringIO()
+        try:
+            with _LOADING, contextlib.redirect_stdout(io.StringIO()) if stdout else contextlib.nullcontext(), \
+                 contextlib.redirect_stderr(err) if not bars else contextlib.nullcontext():
+                yield
+        finally:
+            rest = [line for line in re.split(r"[\r\n]+", err.getvalue()) if line.strip() and not _BAR.search(line)]
+            if rest: print("\n".join(rest), file=sys.stderr)
 
 # %% ../nbs/api/05_colbert.ipynb #e715fd5a
 @patch
@@ -312,7 +323,8 @@ def _get_searcher(self: ColBERT):
         colbert = import_colbert()
         from colbert.data import Collection
         from colbert.infra import Run, RunConfig
-        with _colbert_quiet(stdout=True), Run().context(RunConfig(nranks=1, root=str(self.index_dir), index_root=str(self.index_dir))):
+        run = RunConfig(nranks=1, root=str(self.index_dir), index_root=str(self.index_dir))
+        with _colbert_quiet(stdout=True, bars=self.progress), Run().context(run):
             self._searcher = colbert.Searcher(index=str(self.index_dir / "plaid"), checkpoint=str(self.index_dir / "checkpoint"),
                                               collection=Collection(data=_Rows(len(self.corpus))), verbose=0)
     return self._searcher
