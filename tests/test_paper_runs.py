@@ -70,7 +70,9 @@ def test_a_prompts_file_reaches_the_checks_of_a_self_training_table(scripted, tm
     assert rater and all(t.startswith(marker) for t in rater), rater[:1]
     out = tmp_path / "figures" / "smoke"
     samples = [json.loads(l) for l in (out / "table4_samples.jsonl").read_text().splitlines()]
-    assert len(samples) == sum(1 for b in srv.requests if b.get("max_tokens") == 33) == len(params["datasets"]) * params["n_questions"] * params["n_samples"]
+    smoke = {k: json.loads(v["default"]) for k, v in pm.inspect_notebook(str(nb)).items() if k in ("datasets", "n_questions", "n_samples")}
+    asked = sum(1 for b in srv.requests if b.get("max_tokens") == 33)
+    assert len(samples) == asked == len(smoke["datasets"]) * smoke["n_questions"] * smoke["n_samples"]
     assert {s["answer"] for s in samples} == {"The answer is B."} and {s["option"] for s in samples} == {"B"}
     assert json.loads((out / "table4_ranking_delta.provenance.json").read_text())["models"]["sampled"]["spec"] == served
 
