@@ -743,7 +743,8 @@ def _num(x: float, unit: str = "") -> str:
 def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
 
 
-ROUTINE_OVERRIDES = ("out_dir", "launcher", "train_overrides", "max_steps", "backend", "llm_tokenizer")  # rehearsal.yaml's, said there
+ROUTINE_OVERRIDES = ("out_dir", "launcher", "train_overrides", "max_steps", "backend", "llm_tokenizer",
+                     "model")  # rehearsal.yaml's, said there
 
 
 def notebook_table(path: Path) -> str:

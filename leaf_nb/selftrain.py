@@ -334,10 +334,11 @@ def load(self: RewardModelScorer):
 
 @patch
 def _encode(self: RewardModelScorer, tok, prompt: str, answer: str) -> dict:
+    limit = min(self.max_length, tok.model_max_length)  # never past the model's own positions (MiniLM: 512)
     if tok.chat_template:  # a chat reward model (ArmoRM): the conversation as its template renders it
         text = tok.apply_chat_template([*user(prompt), *_reply(answer)], tokenize=False)
-        return tok(text, add_special_tokens=False, truncation=True, max_length=self.max_length)
-    return tok(prompt, answer, truncation=True, max_length=self.max_length)  # an encoder: the pair as two segments
+        return tok(text, add_special_tokens=False, truncation=True, max_length=limit)
+    return tok(prompt, answer, truncation=True, max_length=limit)  # an encoder: the pair as two segments
 
 @patch
 def _local(self: RewardModelScorer, pairs: list[tuple[str, str]]):

@@ -52,19 +52,29 @@ def test_factcheck_gpt_runs_on_gpt35_in_both_tables_that_use_it():
 
 
 def test_a_prompts_file_reaches_the_checks_of_a_self_training_table(scripted, tmp_path, monkeypatch):
-    """Table 4 samples its answers from the smoke record and sends LEAF's checks to a scripted server: the fact-check
-    template of a student's prompts file is what its rater reads (told apart from the query writer by its token budget)."""
+    """Table 4 samples its answers from a served model and sends LEAF's checks to the same scripted server (each stage
+    told apart by its token budget): the answers ranked are the server's, and the fact-check template of a student's
+    prompts file is what its rater reads."""
     monkeypatch.setenv("LEAF_NB_CACHE", str(tmp_path / "cache.sqlite"))
-    srv = scripted(lambda body, number: ("ok", "The documents agree. [Supported]" if body.get("max_tokens") == 31 else "```\nmetformin\n```"))
+    replies = {31: "The documents agree. [Supported]", 33: "The answer is B."}
+    srv = scripted(lambda body, number: ("ok", replies.get(body.get("max_tokens"), "```\nmetformin\n```")))
     marker = "Instructions (from a student's prompt file):"
     prompts = tmp_path / "prompts.yaml"
     prompts.write_text(yaml.safe_dump({"fact_check": PAPER_PROMPTS.fact_check.replace("Instructions:", marker, 1)}))
     nb = LEAF / "table4_ranking_delta.ipynb"
-    reproduce(nb, run_parameters(nb, overrides={"out_dir": str(tmp_path / "figures"), "prompts": str(prompts), "verdict": "cot",
-                                                "llm": f"openai:{srv.base_url}#scripted@test", "rater_max_tokens": 31}))
+    served = f"openai:{srv.base_url}#scripted@test"
+    params = run_parameters(nb, overrides={"out_dir": str(tmp_path / "figures"), "prompts": str(prompts), "verdict": "cot",
+                                           "llm": served, "rater_max_tokens": 31, "model": served, "sample_max_tokens": 33})
+    reproduce(nb, params)
     rater = [b["messages"][-1]["content"] for b in srv.requests if b.get("max_tokens") == 31]
     assert rater and all(t.startswith(marker) for t in rater), rater[:1]
-    assert (tmp_path / "figures" / "smoke" / "table4_ranking_delta.provenance.json").exists()
+    out = tmp_path / "figures" / "smoke"
+    samples = [json.loads(l) for l in (out / "table4_samples.jsonl").read_text().splitlines()]
+    smoke = {k: json.loads(v["default"]) for k, v in pm.inspect_notebook(str(nb)).items() if k in ("datasets", "n_questions", "n_samples")}
+    asked = sum(1 for b in srv.requests if b.get("max_tokens") == 33)
+    assert len(samples) == asked == len(smoke["datasets"]) * smoke["n_questions"] * smoke["n_samples"]
+    assert {s["answer"] for s in samples} == {"The answer is B."} and {s["option"] for s in samples} == {"B"}
+    assert json.loads((out / "table4_ranking_delta.provenance.json").read_text())["models"]["sampled"]["spec"] == served
 
 
 def reply(body, number): return ("ok", REPLIES.get(body.get("max_tokens"), "A"))

@@ -4,6 +4,7 @@ published format (read back by the project's loaders), and `benchmarks/paper_sca
 BM25 index and the generated MIRAGE file. The full-size rehearsal is the benchmark (benchmarks/paper_scale.py)."""
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -81,6 +82,20 @@ def test_the_profile_has_every_name_h100_has():
     h100, reh = (yaml.safe_load((REPO / "profiles" / f"{n}.yaml").read_text()) for n in ("h100", "rehearsal"))
     assert set(h100["models"]) == set(reh["models"]) and set(h100["data"]) == set(reh["data"])  # every @name resolves
     assert {k for k in h100 if k not in ("models", "data", "profile")} <= set(reh)
+
+
+def test_table4_rehearsal_samples_from_the_served_standin(tmp_path):
+    """Table 4's paper profile samples @llama3_8b's folder with vLLM's offline engine (a GPU, the vllm package); the
+    rehearsal asks the stand-in that serves it instead (transformers on two cores would take days), and the paper
+    profile itself still means the folder."""
+    from leaf_nb.runs import run_parameters
+    nb = REPO / "nbs" / "papers" / "leaf" / "table4_ranking_delta.ipynb"
+    files = [nb.with_name("table4_ranking_delta.paper.yaml")]
+    profile, prof, overrides = paper_scale.concrete_profile(tmp_path / "data", tmp_path, 2, free_ports=True)
+    params = run_parameters(nb, profile=str(profile), files=files, overrides=paper_scale.notebook_overrides(nb, overrides))
+    m = re.fullmatch(r"openai:http://127\.0\.0\.1:(\d+)/v1#(.+)", params["model"])
+    assert m and m[2] in paper_scale.served(prof["models"])[int(m[1])]["names"]  # a port paper_scale.py starts a stand-in on
+    assert run_parameters(nb, profile="h100", files=files)["model"].startswith("hf:")
 
 
 def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
