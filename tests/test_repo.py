@@ -241,8 +241,6 @@ def test_reader_checks_catch_each_failure():
     assert reader_problems(clean) == []
 
 
-# wrapped by their re-recording: the notebooks whose code lines their owners wrap as they re-record them
-NOT_YET_WRAPPED = {"papers/leaf/table4_ranking_delta.ipynb"}
 
 def test_committed_notebooks_read_well():
     """No Quarto markup, 6-decimal floats or NaN-heavy tables in outputs, no empty figure, no clipped assert line, anywhere;
@@ -252,7 +250,7 @@ def test_committed_notebooks_read_well():
         if nb.name.startswith("_") or ".ipynb_checkpoints" in nb.parts: continue
         rel = nb.relative_to(NOTEBOOKS).as_posix()
         read = rel.startswith("papers/") or rel == "tutorial.ipynb"
-        width = MAX_LINE if read and rel not in NOT_YET_WRAPPED else None
+        width = MAX_LINE if read else None
         if problems := reader_problems(json.loads(nb.read_text())["cells"], max_line=width): bad[rel] = problems
     assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
 
