@@ -132,3 +132,13 @@ def test_a_missing_path_inside_a_run_is_one_line(tmp_path):
     assert len(said) == 1 and said[0].startswith("leaf-nb reproduce: table1_filtered_accuracy.ipynb: cell [")
     assert f"FileNotFoundError: {tmp_path / 'nowhere'} holds no index (no retriever.json)" in said[0]
     assert (tmp_path / "figures" / "smoke" / "table1_filtered_accuracy.executed.ipynb").exists()  # the traceback is kept there
+
+
+def test_a_served_sampler_needs_no_vllm_package():
+    "Table 4 samples with vLLM's engine from a folder, or over HTTP from a served model: only the folder needs the package."
+    from leaf_nb.runs import needs
+    folder = {"model": "hf:/data/models/Meta-Llama-3-8B-Instruct", "backend": "vllm"}
+    served = {"model": "openai:http://127.0.0.1:8002/v1#meta-llama/Meta-Llama-3-8B-Instruct", "backend": "vllm"}
+    assert ("package", "vllm", "backend") in needs(folder)
+    assert ("package", "vllm", "backend") not in needs(served)
+    assert ("server", served["model"], "model") in needs(served)
