@@ -339,5 +339,5 @@ def test_paper_profile_resolves_the_real_sets():
     params = run_parameters(nb, profile="h100", files=[nb.with_name("rater_agreement.paper.yaml")])
     shared = read_profile(REPO / "profiles" / "h100.yaml")
     assert params["factcheck_bench"] == shared["data"]["factcheck_bench"] and params["healthfc"] == shared["data"]["healthfc"]
-    assert params["rater"] == shared["models"]["qwen2_72b"]["spec"] and params["fcgpt_llm"] == shared["models"]["gpt35"]["spec"]
+    assert params["rater"] == shared["models"]["qwen2_72b"]["spec"] + "?batch_size=32" and params["fcgpt_llm"] == shared["models"]["gpt35"]["spec"]
     assert params["replay"] == "" and params["profile"] == "h100"

@@ -4,6 +4,7 @@ new LLM calls, repeated (claim, documents) pairs cost one call, and the loaders 
 another label set and another document pool as parameters, name their models through the shared profile, and are committed
 with their outputs."""
 import json
+import re
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -320,6 +321,7 @@ def _committed(name):
     "A committed FFRR paper notebook's code sources and the HTML tables of its outputs."
     cells = json.loads((Path(__file__).resolve().parents[1] / "nbs" / "papers" / "ffrr" / f"{name}.ipynb").read_text())["cells"]
     code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    code = re.sub(r'"\s*\n\s*"', "", code)  # a string wrapped over lines as adjacent literals reads as one
     return code, ["".join(o.get("data", {}).get("text/html", "")) for c in cells for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
 
 

@@ -116,7 +116,10 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     prov = json.loads((tiny / "figures" / "leaf" / "rehearsal" / "table1_filtered_accuracy.provenance.json").read_text())
     assert prov["profile"] == "rehearsal" and prov["index"]["passages"] == 2000
     assert {m["name"] for m in prov["models"].values()} == {"meta-llama/Meta-Llama-3-70B-Instruct", "Qwen/Qwen2-72B-Instruct", "gpt-3.5-turbo"}
-    assert sum(m["calls"] for m in prov["models"].values()) == row["http_requests"]  # the run's own count agrees with the servers' logs
+    # the run's own count of calls made lies between the servers' HTTP requests (the rater's prompts go in lists of 32,
+    # rehearsal.yaml's batch_size) and the calls the notebook asked (some answered by the cache)
+    made = sum(m["calls"] for m in prov["models"].values())
+    assert row["http_requests"] < made <= row["calls"]
     with open(stage_csv) as f: stages = {r["stage"]: r for r in csv.DictReader(f)}
     assert {"answers", "queries", "verdicts", "claims", "check-worthiness", "search questions", "stances"} <= set(stages)
     assert float(stages["answers"]["calls_per_unit"]) == 1.0 and stages["answers"]["unit"] == "question"
