@@ -31,15 +31,23 @@ from tqdm.auto import tqdm
 from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, keyed, request_key
 
 # %% auto #0
-__all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'user', 'GenRequest', 'label_probs', 'truncate_at_stop',
-           'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible', 'Transformers', 'embedded_gguf', 'embedded_dir',
-           'Embedded', 'embedded', 'VLLM', 'free_port', 'LlamaCppServer', 'openai_spec', 'load_llm']
+__all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'chat_text', 'user', 'GenRequest', 'label_probs',
+           'truncate_at_stop', 'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible', 'Transformers',
+           'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port', 'LlamaCppServer',
+           'openai_spec', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #a530e7f1
 Prompt = Union[str, list]  # plain text, or chat messages [{"role": ..., "content": ...}]
 
 class LMError(RuntimeError):
     "A backend could not serve some requests (after its retries)."
+
+def chat_text(tokenizer,  # a Hugging Face tokenizer with a chat template
+              prompt: Prompt,
+             ) -> str:
+    "The text a model reads: a chat prompt through the tokenizer's chat template, with the generation prompt (as vLLM's chat endpoint renders it); plain text as it is."
+    if isinstance(prompt, str): return prompt
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
 def user(text: str) -> list[dict]:
     "`text` as a one-turn chat prompt."
@@ -385,8 +393,7 @@ def _complete(self: OpenAICompatible, r: GenRequest) -> str:
 @patch
 def _render(self: OpenAICompatible, prompt: Prompt) -> str:
     "The text the served model reads: a chat prompt through the tokenizer's chat template, as vLLM's chat endpoint renders it."
-    if isinstance(prompt, str): return prompt
-    return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return prompt if isinstance(prompt, str) else chat_text(self.tokenizer, prompt)
 
 @patch
 def _complete_batch(self: OpenAICompatible, batch: list[GenRequest]) -> list[str]:
@@ -441,7 +448,7 @@ def tokenizer(self: OpenAICompatible):
 def _score(self: OpenAICompatible, pair) -> float:
     prompt, label = pair
     tok = self.tokenizer
-    text = prompt if isinstance(prompt, str) else tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    text = chat_text(tok, prompt)
     total = 0.0
     for t in tok(label, add_special_tokens=False)["input_ids"]:
         choices = self._post("/completions", prompt=text, max_tokens=1, temperature=0.0, logprobs=1,
@@ -521,8 +528,7 @@ def derive(self: Transformers, **settings) -> "Transformers":
 @patch
 def render(self: Transformers, prompt: Prompt) -> str:
     "The text the model sees: chat prompts through the chat template (with the generation prompt)."
-    if isinstance(prompt, str): return prompt
-    return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return prompt if isinstance(prompt, str) else chat_text(self.tokenizer, prompt)
 
 # %% ../nbs/api/01_llm.ipynb #8083b573
 @patch
@@ -698,8 +704,7 @@ def tokenizer(self: VLLM):
 
 @patch
 def _text(self: VLLM, prompt: Prompt) -> str:
-    if isinstance(prompt, str): return prompt
-    return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return prompt if isinstance(prompt, str) else chat_text(self.tokenizer, prompt)
 
 @patch
 def _generate(self: VLLM, reqs):

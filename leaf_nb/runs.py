@@ -24,7 +24,7 @@ from fastcore.basics import patch
 
 from .cache import Cache
 from .data import Question, load_mirage
-from .llm import LM, load_llm
+from .llm import LM, load_llm, openai_spec
 from .prompts import Prompts, as_prompts
 
 # %% auto #0
@@ -600,8 +600,8 @@ def _check_server(spec: str, timeout: float) -> tuple[bool, str, str, bool]:
     "(answers with the model named, what it said, the fix, whether it answered at all) for an `openai:URL#NAME` or `pooling:URL#NAME` spec."
     import urllib.error, urllib.parse
     kind, _, rest = spec.partition(":")
-    url, _, name = rest.partition("#")
-    name = name.partition("?")[0].partition("@")[0]  # what /models lists: the name, without identity or options
+    try: url, name = openai_spec(spec)[:2] if kind == "openai" else rest.partition("#")[::2]  # /models lists the bare name
+    except ValueError as e: return False, str(e), "write the spec as openai:URL#MODEL[@ID][?batch_size=N]", False
     if kind == "pooling": url = url.rstrip("/") + "/v1"  # vLLM's pooling server: /pooling at its root, /v1/models beside it
     port = urllib.parse.urlsplit(url).port or ""
     start = f"start it: vllm serve {name} --port {port}" if port else f"start the server at {url}"

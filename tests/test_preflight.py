@@ -142,3 +142,15 @@ def test_a_served_sampler_needs_no_vllm_package():
     assert ("package", "vllm", "backend") in needs(folder)
     assert ("package", "vllm", "backend") not in needs(served)
     assert ("server", served["model"], "model") in needs(served)
+
+
+def test_a_server_check_reads_the_spec_as_the_client_does():
+    """The check asks /models for the name the client would send (options and identity off), and a spec the client would
+    refuse is a ✘ with its reason, not a traceback."""
+    from leaf_nb.runs import check_one
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    [c] = check_one("server", f"openai:http://127.0.0.1:{port}/v1#org/Model@mine?batch_size=32", timeout=1)
+    assert not c.ok and "connection refused" in c.detail and "vllm serve org/Model " in c.fix
+    [bad] = check_one("server", f"openai:http://127.0.0.1:{port}/v1#org/Model?batch_size=0", timeout=1)
+    assert not bad.ok and "batch_size must be a whole number" in bad.detail and "openai:URL#MODEL" in bad.fix
