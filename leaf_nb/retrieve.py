@@ -31,12 +31,13 @@ from . import __version__
 from .cache import Cache, canonical_json, folder_fingerprint, identity, request_key
 
 # %% auto #0
-__all__ = ['KINDS', 'PROVIDERS', 'NUMBA_MIN_WORK', 'TOKEN_PATTERN', 'POOLINGS', 'FAISS_INDEXES', 'FLAT_MEMORY_SHARE', 'METRICS',
-           'PASSAGE_FORMATS', 'MEDRAG_DENSE', 'MEDRAG_FOLDERS', 'RRF_PRESETS', 'RRF_PRESET_SETTINGS', 'CorpusError',
-           'passage_text', 'corpus_files', 'CorpusReader', 'read_corpus', 'Corpus', 'as_corpus', 'Hit',
-           'index_fingerprint', 'Retriever', 'hit_rate', 'bm25s_index', 'BM25', 'Tantivy', 'embedded_encoder',
-           'load_encoder', 'encoder_identity', 'available_memory', 'choose_faiss_index', 'ivf_settings',
-           'make_faiss_index', 'Dense', 'RRF', 'retriever_options', 'medrag_encoders', 'build_index', 'load_index']
+__all__ = ['KINDS', 'PROVIDERS', 'SHARED_PASSAGES', 'NUMBA_MIN_WORK', 'TOKEN_PATTERN', 'POOLINGS', 'FAISS_INDEXES',
+           'FLAT_MEMORY_SHARE', 'METRICS', 'PASSAGE_FORMATS', 'MEDRAG_DENSE', 'MEDRAG_FOLDERS', 'RRF_PRESETS',
+           'RRF_PRESET_SETTINGS', 'CorpusError', 'passage_text', 'corpus_files', 'CorpusReader', 'read_corpus',
+           'Corpus', 'as_corpus', 'Hit', 'index_fingerprint', 'Retriever', 'hit_rate', 'bm25s_index', 'BM25', 'Tantivy',
+           'embedded_encoder', 'load_encoder', 'encoder_identity', 'available_memory', 'choose_faiss_index',
+           'ivf_settings', 'make_faiss_index', 'Dense', 'RRF', 'retriever_options', 'medrag_encoders', 'build_index',
+           'load_index']
 
 # %% ../nbs/api/04_retrieve.ipynb #a9f56c8d
 class CorpusError(ValueError):
@@ -341,7 +342,7 @@ def as_corpus(source: Corpus | str | Path | Iterable[dict],  # a `Corpus`, a JSO
     return source if isinstance(source, Corpus) else Corpus.build(source, folder, skip_bad=skip_bad, progress=progress)
 
 # %% ../nbs/api/04_retrieve.ipynb #0b84b305
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a paper run holds millions of hits
 class Hit:
     "One retrieved passage: `text` is its content (without the title); a higher `score` ranks first."
     id: str
@@ -437,7 +438,21 @@ def search(self: Retriever,
             found[keys[i]] = value
             new.append((keys[i], value, reqs[i]))
         if self.cache is not None: self.cache.put_many(new)
-    return [[Hit(**h) for h in found[key]] for key in keys]
+    return [[self._shared_hit(h) for h in found[key]] for key in keys]
+
+SHARED_PASSAGES = 100_000  # passages a retriever remembers, so that each is handed out as one set of strings
+
+@patch
+def _shared_hit(self: Retriever, h: dict) -> Hit:
+    """A `Hit` whose id, title and text are the very strings an earlier hit of the same passage got: a passage that many
+    searches find is held in memory once, however many result rows keep it (a paper run's rows keep millions of hits of
+    far fewer passages). Past `SHARED_PASSAGES` passages the memory starts over; rows keep what they hold."""
+    seen = self.__dict__.setdefault("_seen", {})
+    old = seen.get(h["id"])
+    if old is None or old[1] != h["title"] or old[2] != h["text"]:  # the same id with other strings: never merged
+        if len(seen) >= SHARED_PASSAGES: seen.clear()
+        old = seen[h["id"]] = (h["id"], h["title"], h["text"])
+    return Hit(old[0], h["score"], old[1], old[2])
 
 # %% ../nbs/api/04_retrieve.ipynb #e301a73b
 @patch
