@@ -169,7 +169,9 @@ def paper_points(ax, x, y, label: str | None = "paper",
     keep = np.isfinite(y)
     if not keep.any(): return None
     where = offset_copy(ax.transData, fig=ax.figure, x=dx, y=0, units="points") if dx else ax.transData
-    return ax.scatter(x[keep], y[keep], label=label, transform=where, **PAPER_MARKER)
+    drawn = ax.scatter(x[keep], y[keep], label=label, transform=where, **PAPER_MARKER)
+    if dx: ax.update_datalim(np.column_stack([x[keep], y[keep]])); ax.autoscale_view()  # an offset scatter is not counted
+    return drawn
 
 # %% ../nbs/api/22_show.ipynb #90f3d7e8
 N_FONT, N_GAP, CAPSIZE = 8.5, 8, 2  # the n labels' size and distance under the axis (points); the intervals' caps
