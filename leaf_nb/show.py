@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['LEAF_STYLE', 'FFRR_STYLE', 'SELFBIORAG_STYLE', 'KINDS', 'ROW_KINDS', 'RUN', 'PAPER', 'DIFF', 'PAPER_MARKER',
-           'NumberStyle', 'fmt', 'house', 'Beside', 'beside_paper', 'paper_points', 'bars', 'FullTable',
-           'settings_table', 'DocRenderer']
+__all__ = ['LEAF_STYLE', 'FFRR_STYLE', 'SELFBIORAG_STYLE', 'KINDS', 'ROW_KINDS', 'ROW', 'RUN', 'PAPER', 'DIFF', 'PAPER_MARKER',
+           'PAPER_DX', 'N_FONT', 'N_GAP', 'CAPSIZE', 'NumberStyle', 'fmt', 'house', 'Beside', 'beside_paper',
+           'paper_points', 'bars', 'FullTable', 'settings_table', 'DocRenderer']
 
 # %% ../nbs/api/22_show.ipynb #72c69b07
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ def house(table: pd.DataFrame,  # what a run computed (any numbers)
 # %% ../nbs/api/22_show.ipynb #3b5cfa6f
 ROW_KINDS = {"both": "in this run and in the paper", "this run only": "computed here, not reported by the paper",
              "paper only": "reported by the paper, not run here"}  # the `row` column of a `Beside` table
+ROW = ("row", "")  # the label of that column
 
 @dataclass
 class Beside:
@@ -91,10 +92,14 @@ class Beside:
     source: str
     style: NumberStyle = field(default_factory=NumberStyle)
     kinds: dict = field(default_factory=dict)
+    "column (or, with `by=\"index\"`, row) label -> kind, as in `house`"
+    by: str = "columns"
 
     def shown(self) -> pd.DataFrame:
-        "The table as a reader sees it (`house`)."
-        return house(self.table, self.style, self.kinds, keep_empty=True)
+        "The table as a reader sees it (`house`; the `row` column as it is)."
+        values = self.table.drop(columns=[ROW], errors="ignore")
+        out = house(values, self.style, self.kinds, by=self.by, keep_empty=True)
+        return pd.concat([self.table[[ROW]], out], axis=1) if ROW in self.table.columns else out
 
     def _repr_html_(self) -> str:
         return f"<p>{html.escape(self.caption)}</p>\n" + self.shown().to_html()
@@ -104,9 +109,10 @@ class Beside:
 # %% ../nbs/api/22_show.ipynb #b7f2a4ba
 RUN, PAPER, DIFF = "this run", "paper", "this run − paper"  # the sub-columns of a `Beside` table
 
-def _caption(source: str, unit: str, paper_setting: bool, skipped: list, kinds: set) -> str:
+def _caption(source: str, unit: str, paper_setting: bool, skipped: list, kinds: set, empty: str = "") -> str:
     parts = [f"{source}, beside this run" + (f" (values in {unit})." if unit else ".")]
     parts.append("Rows: " + "; ".join(f"{k!r} = {ROW_KINDS[k]}" for k in ROW_KINDS if k in kinds) + ".")
+    if empty: parts.append(empty)
     parts.append(f"'{DIFF}' is shown because this run used the paper's models and sizes." if paper_setting else
                  "No difference is shown: this run does not use the paper's models and sizes, so its numbers are not "
                  "comparable with the paper's (they show that the pipeline runs).")
@@ -114,42 +120,84 @@ def _caption(source: str, unit: str, paper_setting: bool, skipped: list, kinds: 
     return " ".join(parts)
 
 # %% ../nbs/api/22_show.ipynb #2fb28891
+def _ran_rows(ours: pd.DataFrame, ran) -> set:
+    "The rows of `ours` this run computed: named in `ran`, all of them (`ran=True`), or those holding a value (`None`)."
+    if ran is None: return set(ours.index[ours.notna().any(axis=1).values])
+    if ran is True: return set(ours.index)
+    if ran is False: return set()
+    ran = list(ran)
+    if unknown := [r for r in ran if r not in ours.index]: raise ValueError(f"ran names rows that ours does not have: {unknown}")
+    return set(ran)
+
 def beside_paper(ours: pd.DataFrame,  # the run's table: one row per method or metric, one column per dataset
                  paper: pd.DataFrame,  # the paper's reported values with the same row and column labels
                  source: str,  # where the paper's values come from, e.g. "LEAF paper, Table 1"
                  paper_setting: bool = False,  # the run used the paper's models and sizes: show the difference
                  style: NumberStyle = LEAF_STYLE,
                  unit: str = "%",  # what the values are, for the caption
+                 kinds: dict | None = None,  # column (or, with `by="index"`, row) label -> kind, as in `house`
+                 by: str = "columns",  # whether `kinds` names columns or rows
+                 ran=None,  # rows this run computed even where empty: True (every row of `ours`) or their labels; None: those with a value
+                 empty: str = "nothing to compute it over",  # why a cell of a row this run computed is empty, for the caption
                 ) -> Beside:
     "Per column the run covered: this run's value and the paper's (and their difference in the paper's setting)."
+    if by not in ("columns", "index"): raise ValueError(f"by must be 'columns' or 'index', got {by!r}")
     rows = list(dict.fromkeys([*ours.index, *paper.index]))
     cols = list(dict.fromkeys([*ours.columns, *paper.columns]))
     o, p = ours.reindex(index=rows, columns=cols).astype(float), paper.reindex(index=rows, columns=cols).astype(float)
     covered = [c for c in cols if o[c].notna().any()]
     parts = {c: pd.DataFrame({RUN: o[c], PAPER: p[c], **({DIFF: o[c] - p[c]} if paper_setting else {})}) for c in covered}
     table = pd.concat(parts, axis=1) if parts else pd.DataFrame(index=rows)
-    kind = ["paper only" if r not in ours.index or o.loc[r].isna().all() else "this run only" if r not in paper.index else "both" for r in rows]
-    table.insert(0, ("row", ""), kind)
-    return Beside(table, _caption(source, unit, paper_setting, [c for c in cols if c not in covered], set(kind)), source, style)
+    computed = _ran_rows(ours, ran)
+    kind = ["paper only" if r not in computed else "this run only" if r not in paper.index else "both" for r in rows]
+    table.insert(0, ROW, kind)
+    gaps = ran is not None and bool(o.loc[list(computed), covered].isna().any().any()) if computed and covered else False
+    note = f"'{style.missing}' under '{RUN}' in a row this run computed: {empty}." if gaps else ""
+    return Beside(table, _caption(source, unit, paper_setting, [c for c in cols if c not in covered], set(kind), note),
+                  source, style, dict(kinds or {}), by)
 
 # %% ../nbs/api/22_show.ipynb #6fd60650
-PAPER_MARKER = dict(marker="D", s=28, color="black", edgecolors="white", linewidths=0.6, zorder=4)  # how every figure marks the paper's values
+PAPER_MARKER = dict(marker="D", s=30, color="black", edgecolors="white", linewidths=0.7, zorder=4)  # how every figure marks the paper's values
+PAPER_DX = 8  # points between a bar's centre (its interval line and caps) and the paper's diamond, to the right
 
-def paper_points(ax, x, y, label: str | None = "paper"):
+def paper_points(ax, x, y, label: str | None = "paper",
+                 dx: float = 0,  # points to the right of `x` (`bars` uses `PAPER_DX`: clear of the bar's interval)
+                ):
     "The paper's values as black diamonds at `x`, `y` (NaN: none); returns the scatter, or None when nothing is drawn."
+    from matplotlib.transforms import offset_copy
     x, y = np.asarray(x, float), np.asarray(y, float)
     keep = np.isfinite(y)
-    return ax.scatter(x[keep], y[keep], label=label, **PAPER_MARKER) if keep.any() else None
+    if not keep.any(): return None
+    where = offset_copy(ax.transData, fig=ax.figure, x=dx, y=0, units="points") if dx else ax.transData
+    drawn = ax.scatter(x[keep], y[keep], label=label, transform=where, **PAPER_MARKER)
+    if dx: ax.update_datalim(np.column_stack([x[keep], y[keep]])); ax.autoscale_view()  # an offset scatter is not counted
+    return drawn
 
 # %% ../nbs/api/22_show.ipynb #90f3d7e8
+N_FONT, N_GAP, CAPSIZE = 8.5, 8, 2  # the n labels' size and distance under the axis (points); the intervals' caps
+
+def _crowded(ax, pos, texts) -> bool:
+    "Whether neighbouring n labels, one line at `N_FONT`, would touch (widths estimated, the axes as drawn now, less 15%)."
+    if len(pos) < 2: return False
+    order = np.argsort(pos)
+    p, w = np.asarray(pos, float)[order], np.array([0.62 * N_FONT * len(texts[i]) for i in order])
+    x0, x1 = ax.get_xlim()
+    per_unit = 0.85 * ax.get_window_extent().width * 72 / ax.figure.dpi / (x1 - x0)  # points per data unit
+    return bool((np.diff(p) * per_unit < (w[1:] + w[:-1]) / 2 + 4).any())
+
 def _n_strip(ax, pos, counts, style: NumberStyle):
-    "The number of items behind each bar, in a strip just under the axis (and 'n' at its left)."
-    for p, c in zip(pos, counts):
-        if not _missing(c): ax.annotate(fmt(c, "count", style), (p, 0), xycoords=("data", "axes fraction"), xytext=(0, -3),
-                                         textcoords="offset points", ha="center", va="top", fontsize=7, color="0.3")
-    ax.annotate("n", (0, 0), xycoords="axes fraction", xytext=(-4, -3), textcoords="offset points", ha="right", va="top",
-                fontsize=7, color="0.3")
-    ax.tick_params(axis="x", pad=13)
+    """The number of items behind each bar, horizontal, in a strip just under the axis with 'n =' at its left;
+    on two staggered lines where one line would crowd."""
+    keep = [(p, fmt(c, "count", style)) for p, c in zip(pos, counts) if not _missing(c)]
+    keep.sort()
+    lines = 2 if _crowded(ax, [p for p, _ in keep], [t for _, t in keep]) else 1
+    step = 1.25 * N_FONT
+    for i, (p, t) in enumerate(keep):
+        ax.annotate(t, (p, 0), xycoords=("data", "axes fraction"), xytext=(0, -N_GAP - step * (i % lines)),
+                    textcoords="offset points", ha="center", va="top", fontsize=N_FONT, color="0.2", gid="n")
+    ax.annotate("n =", (0, 0), xycoords="axes fraction", xytext=(-6, -N_GAP), textcoords="offset points", ha="right",
+                va="top", fontsize=N_FONT, color="0.2", gid="n")
+    ax.tick_params(axis="x", pad=N_GAP + step * lines + 3)  # the tick labels (rotated or not) start under the strip
 
 def _errors(vals, lo, hi):
     if lo is None or hi is None: return None
@@ -163,8 +211,8 @@ def bars(data: pd.DataFrame,  # long table: one row per bar
          hue: str,  # the column that groups bars (e.g. method)
          lo: str | None = None,  # lower end of the interval
          hi: str | None = None,  # upper end of the interval
-         n: str | None = None,  # the number of items behind each bar, written under it
-         paper: str | None = None,  # the paper's value for the bar, a black diamond (NaN: none)
+         n: str | None = None,  # the number of items behind each bar: under it, or in the legend where it repeats
+         paper: str | None = None,  # the paper's value for the bar, a black diamond right of its centre (NaN: none)
          title: str = "",
          ylabel: str | None = None,
          ax=None,
@@ -172,23 +220,37 @@ def bars(data: pd.DataFrame,  # long table: one row per bar
         ):
     "Grouped bars with intervals, n under each bar and the paper's values as diamonds; returns the figure."
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     xs = list(dict.fromkeys(data[x]))
     drawn = [h for h in dict.fromkeys(data[hue]) if np.isfinite(data.loc[data[hue] == h, y].astype(float)).any()]
     if not drawn: raise ValueError(f"nothing to draw: every {y!r} is missing; show what the run produced instead")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(max(6, 0.5 * len(xs) * len(drawn) + 2), 3.6))
-    width, handles, marker = 0.8 / len(drawn), [], None
+    width, handles, marker, pos_n, per_hue = 0.8 / len(drawn), [], None, ([], []), []
     for j, h in enumerate(drawn):
         sub = data[data[hue] == h].set_index(x).reindex(xs)
         pos, vals = np.arange(len(xs)) - 0.4 + width * (j + 0.5), sub[y].astype(float).values
         err = _errors(vals, *(sub[c].astype(float).values if c else None for c in (lo, hi)))
-        handles.append(ax.bar(pos, np.nan_to_num(vals), width * 0.92, yerr=err, capsize=2, label=str(h)))
-        if n: _n_strip(ax, pos, sub[n].values, style)
-        if paper: marker = paper_points(ax, pos, sub[paper].values, "paper") or marker
+        handles.append(ax.bar(pos, np.nan_to_num(vals), width * 0.92, yerr=err, capsize=CAPSIZE, label=str(h)))
+        if n:
+            pos_n[0].extend(pos); pos_n[1].extend(sub[n].values)
+            per_hue.append({fmt(c, "count", style) for c in sub[n].values if not _missing(c)})
+        if paper: marker = paper_points(ax, pos, sub[paper].values, "paper", dx=PAPER_DX) or marker
     ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs])
     if np.nanmin(data[y].astype(float)) < 0: ax.axhline(0, color="0.3", lw=0.8)
     ax.set(title=title, ylabel=ylabel or y)
+    labels = [h.get_label() for h in handles]
+    every = set().union(*per_hue)
+    if len(every) == 1:  # one n for every bar: said once
+        note = [f"n = {every.pop()} per bar"]
+    elif every and all(len(s) <= 1 for s in per_hue):  # one n per series: beside its name
+        labels, note = [f"{l} (n = {s.pop()})" if s else l for l, s in zip(labels, per_hue)], []
+    else:
+        note = []
+        if n: _n_strip(ax, *pos_n, style)
     handles += [marker] if marker is not None else []
-    ax.legend(handles, [h.get_label() for h in handles], fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
+    labels += ["paper"] if marker is not None else []
+    handles += [Line2D([], [], ls="", marker="")] * len(note)
+    ax.legend(handles, labels + note, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
 
 # %% ../nbs/api/22_show.ipynb #974fea65

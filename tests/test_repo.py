@@ -117,14 +117,18 @@ MAX_LINE = 100
 
 
 class _Tables(HTMLParser):
-    "The body cells (<td>, not headers) of every HTML table in an output, as text."
+    "The body cells (<td>, not headers) of every HTML table in an output, as text, all together and row by row."
     def __init__(self):
-        super().__init__(); self.tables, self._cell = [], None
+        super().__init__(); self.tables, self.rows, self._cell = [], [], None
     def handle_starttag(self, tag, attrs):
-        if tag == "table": self.tables.append([])
+        if tag == "table": self.tables.append([]); self.rows.append([])
+        if tag == "tr" and self.rows: self.rows[-1].append([])
         if tag == "td" and self.tables: self._cell = []
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None: self.tables[-1].append("".join(self._cell).strip()); self._cell = None
+        if tag == "td" and self._cell is not None:
+            text = "".join(self._cell).strip(); self._cell = None
+            self.tables[-1].append(text)
+            if self.rows[-1]: self.rows[-1][-1].append(text)
     def handle_data(self, data):
         if self._cell is not None: self._cell.append(data)
 
@@ -132,6 +136,30 @@ class _Tables(HTMLParser):
 def html_tables(html: str) -> list[list[str]]:
     parser = _Tables(); parser.feed(html)
     return parser.tables
+
+
+# A table beside the paper (leaf_nb.show.Beside): a caption paragraph that explains its row kinds ("Rows: 'both' = ...;
+# 'paper only' = ..."), then the table, whose first body column names each row's kind
+BESIDE = re.compile(r"<p>([^<]*Rows: [^<]*)</p>\s*(<table.*?</table>)", re.S)
+
+
+def beside_problems(html: str) -> list[str]:
+    "Where a Beside caption and its table disagree on the row kinds: a kind explained that no row has, or a row of a kind left unexplained."
+    import html as html_lib
+    from leaf_nb.show import ROW_KINDS
+    out = []
+    for caption, table in BESIDE.findall(html):
+        rows = sum(_rows(table), [])
+        named = set(re.findall(r"'([^']+)' = ", html_lib.unescape(caption).split("Rows: ", 1)[1].split(".", 1)[0]))
+        present = {r[0] for r in rows if r and r[0] in ROW_KINDS}
+        if named - present: out.append(f"a Beside caption explains row kinds no row has: {sorted(named - present)}")
+        if present - named: out.append(f"Beside rows of kinds its caption does not explain: {sorted(present - named)}")
+    return out
+
+
+def _rows(table_html: str) -> list[list[list[str]]]:
+    parser = _Tables(); parser.feed(table_html)
+    return [[r for r in t if r] for t in parser.rows]
 
 
 def figure_problem(png: bytes) -> str | None:
@@ -192,6 +220,7 @@ def reader_problems(cells: list[dict],
             data = o.get("data", {})
             text = "".join(o.get("text", "")) + "".join("".join(v) for k, v in data.items() if k in ("text/markdown", "text/html", "text/plain"))
             if m := QUARTO.search(text): out.append(f"cell {i}: Quarto-only markup {m.group(0)!r} in its output")
+            out += [f"cell {i}: {p}" for p in beside_problems("".join(data.get("text/html", "")))]
             for t, table in enumerate(html_tables("".join(data.get("text/html", "")))):
                 long = [v for v in table if LONG_FLOAT.match(v)]
                 if long: out.append(f"cell {i}: table {t} shows {len(long)} numbers with more than 4 decimals, e.g. {long[0]}")
@@ -226,10 +255,21 @@ def test_reader_checks_catch_each_failure():
     floats = cell(**{"text/html": pd.DataFrame({"a": [0.123456, 1.5]}).to_html()})
     nans = cell(**{"text/html": pd.DataFrame({"a": [1.0, None], "b": [float("nan"), 2.0]}).to_html()})
     empty = cell(**{"image/png": _png(zero_bars)})
+    from leaf_nb.show import ROW, beside_paper
+    ours = pd.DataFrame({"USMLE": [50.0, float("nan")]}, index=["Original accuracy", "Filtered accuracy"])
+    paper = pd.DataFrame({"USMLE": [73.53, 86.52]}, index=ours.index)
+    patched = beside_paper(ours, paper, "LEAF paper, Table 1")  # the empty row reads 'paper only'
+    patched.table[ROW] = "both"  # overwritten by hand, the caption left as it was
+    beside = cell(**{"text/html": patched._repr_html_()})
+    unexplained = beside_paper(ours, paper, "LEAF paper, Table 1", ran=True)
+    unexplained.table.loc["Filtered accuracy", ROW] = "this run only"
+    unexplained = cell(**{"text/html": unexplained._repr_html_()})
     long = {"cell_type": "code", "source": "assert " + " and ".join(["x == 1"] * 20), "outputs": []}
     wide = {"cell_type": "code", "source": "y = 1\nxs = [" + ", ".join(["1"] * 32) + "]", "outputs": []}  # a line of 101
     for bad, says, width in [(quarto, "Quarto-only markup", None), (floats, "more than 4 decimals", None),
                              (nans, "2 of 4 cells empty", None), (empty, "nothing drawn", None),
+                             (beside, "explains row kinds no row has: ['paper only']", None),
+                             (unexplained, "its caption does not explain: ['this run only']", None),
                              (long, "an assert line of", None), (wide, "a code line of 101 characters", MAX_LINE)]:
         problems = reader_problems([{"cell_type": "markdown", "source": ""}, bad], max_line=width)
         assert len(problems) == 1 and problems[0].startswith("cell 1: ") and says in problems[0], problems
@@ -237,7 +277,9 @@ def test_reader_checks_catch_each_failure():
     assert reader_problems([{**wide, "source": wide["source"].replace(", 1]", "]")}], max_line=MAX_LINE) == []  # 98
     clean = [cell(**{"text/markdown": "[source](https://x/y.py#L3)"}), cell(**{"text/html": pd.DataFrame({"a": [0.1235, 1.5]}).to_html()}),
              cell(**{"image/png": _png(lambda ax: ax.bar([0, 1], [40, 60]))}), cell(**{"image/png": _png(lambda ax: ax.plot([0, 1], [22, 22]))}),
-             {"cell_type": "code", "source": "assert x == 1", "outputs": []}]
+             {"cell_type": "code", "source": "assert x == 1", "outputs": []},
+             cell(**{"text/html": beside_paper(ours, paper, "LEAF paper, Table 1", ran=True)._repr_html_()}),
+             cell(**{"text/html": beside_paper(ours, paper, "LEAF paper, Table 1")._repr_html_()})]
     assert reader_problems(clean) == []
 
 
