@@ -71,7 +71,8 @@ def medrag_retrieve(questions: Sequence[Question],  # the questions to search fo
 
 def medrag_answers(questions: Sequence[Question], llm: LM, retriever: Retriever, settings: AnswerSettings = AnswerSettings()) -> pd.DataFrame:
     """MedRAG's standard RAG (Xiong et al. 2024): the question alone as the query (`medrag_retrieve`), the top `k` snippets,
-    MedRAG's step-by-step JSON prompt (`medrag_prompt`), its `answer_choice` read strictly (`unparsed` otherwise)."""
+    MedRAG's step-by-step JSON prompt (`medrag_prompt`), its `answer_choice` read as MIRAGE reads it
+    (`parse_json_choice`; `unparsed` where no option letter is found)."""
     hits = medrag_retrieve(questions, retriever, settings.k)
     prompts = [medrag_prompt(q.question, q.options, [passage_text(h.title, h.text) for h in hs]) for q, hs in zip(questions, hits)]
     answers = _answer(llm, prompts, settings, "MedRAG answers")

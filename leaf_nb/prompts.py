@@ -304,19 +304,16 @@ def medrag_prompt(question:str,             # the question stem
                                                              options=format_options(options))}]
 
 # %% ../nbs/api/02_prompts.ipynb #d7587894
-_FENCED_JSON = re.compile(r"\A`{3,}[\w-]*[ \t]*\n?(.*?)\n?[ \t]*`{3,}\Z", re.S)
+_CHOICE_FIELD = re.compile(r'"answer_choice"\s*:\s*"')  # where MIRAGE's evaluate.py splits the reply
+_CHOICE_VALUE = re.compile(r'\s*(?:option\s+)?([a-z])(?=\s*(?:$|["\'.,:;)/]|(?:or|and)\b))', re.I)  # a letter, alone
 
 def parse_json_choice(text:str,                # the reply to `medrag_prompt`
                       options:dict[str, str],  # option letter -> option text
                      ) -> str:
-    "The option key in the reply's JSON `answer_choice`, or `UNPARSED` when the reply is not that JSON."
-    t = text.strip()
-    if (m := _FENCED_JSON.match(t)): t = m[1].strip()
-    try: obj = json.loads(t)
-    except ValueError: return UNPARSED
-    choice = obj.get("answer_choice") if isinstance(obj, dict) else None
-    if not isinstance(choice, str): return UNPARSED
-    return {k.upper(): k for k in options}.get(choice.strip().upper(), UNPARSED)
+    "The option key that the reply's last `answer_choice` value starts with, as MIRAGE reads MedRAG's replies; else `UNPARSED`."
+    fields = list(_CHOICE_FIELD.finditer(text))
+    m = _CHOICE_VALUE.match(text, fields[-1].end()) if fields else None
+    return {k.upper(): k for k in options}.get(m[1].upper(), UNPARSED) if m else UNPARSED
 
 # %% ../nbs/api/02_prompts.ipynb #1aa558b0
 _CODE_BLOCK = re.compile(r"`{3,}(.*?)(?:`{3,}|\Z)", re.S)  # an unclosed last fence runs to the end
