@@ -317,7 +317,7 @@ def gpu_hours(model: str, prompt_tokens: float, completion_tokens: float, prefil
 # ------------------------------------------------------------------ set-up: data, indexes, reward model
 def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
     """Generate (or reuse) the data, build (or reuse) the indexes that the notebooks' parameters `needs` name and the test
-    reward model; the filled-in profile."""
+    reward model and FFRR's stand-in encoder; the filled-in profile."""
     sys.path.insert(0, str(HERE))
     from rehearsal_data import generate
     a.data.mkdir(parents=True, exist_ok=True)
@@ -339,7 +339,11 @@ def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
     if builds:
         with open(a.work / "index_builds.jsonl", "a") as f: f.writelines(json.dumps(b) + "\n" for b in builds)
     from leaf_nb.selftrain import build_test_reward_model
+    from rehearsal_data import build_standin_encoder
     build_test_reward_model(a.data / "models")
+    built = build_standin_encoder(a.data / "models")  # FFRR's encoder, roberta_base
+    if Path(prof["models"]["roberta_base"]["spec"]) != built:
+        raise RuntimeError(f"{PROFILE.name}'s roberta_base is {prof['models']['roberta_base']['spec']}, the stand-in encoder built is {built}")
     return profile, prof, overrides
 
 
