@@ -74,3 +74,15 @@ def test_the_standin_encoder_builds_loads_embeds_and_trains(tmp_path):
     log = FFRRTrainer(policy, ver, CLAIMS, s, progress=False).train()
     assert len(log) == 1 and np.isfinite(log.loss).all() and policy.parameters_digest() != before  # REINFORCE moved it
 
+
+
+def test_an_ffrr_dry_run_gets_a_work_dir_of_its_own(tmp_path):
+    "The labelling dry run after an FFRR rehearsal must not find the real run's finished rows (it would label only the decompositions)."
+    import paper_scale
+    papers = REPO / "nbs" / "papers"
+    fresh = tmp_path / "dry.work"
+    fresh.mkdir(); (fresh / "rows.jsonl").write_text("{}\n")  # left by an earlier dry run: emptied
+    over = paper_scale.dry_overrides(papers / "ffrr" / "table2_verification.ipynb", {"max_steps": 2, "work_dir": "/real"}, fresh)
+    assert over == {"max_steps": 2, "work_dir": str(fresh)} and not fresh.exists()
+    leaf = {"n_questions": 3}
+    assert paper_scale.dry_overrides(papers / "leaf" / "table1_filtered_accuracy.ipynb", leaf, fresh) == leaf
