@@ -287,11 +287,22 @@ def dry_run(nb: Path, profile: Path, overrides: dict, cache: Path, work: Path, t
     "The dry-run log's lines for `nb` (with `cache`), and how the run went."
     logf = work / "dry" / f"{nb.stem}.{tag}.jsonl"
     logf.parent.mkdir(parents=True, exist_ok=True)
+    overrides = dry_overrides(nb, overrides, work / "dry" / f"{nb.stem}.{tag}.work")
     cmd = [sys.executable, str(Path(__file__).resolve()), "_dry", "--notebook", str(nb), "--profile", str(profile),
            "--overrides", json.dumps(overrides), "--log", str(logf), "--out-dir", str(work / "dry" / f"{nb.stem}.{tag}.out")]
     res = run_watched(cmd, {**os.environ, "LEAF_NB_CACHE": str(cache)}, work / "logs" / f"{nb.stem}.dry-{tag}.log", timeout)
     lines = [json.loads(l) for l in logf.read_text().splitlines() if l.strip()] if logf.exists() else []
     return lines, res
+
+
+def dry_overrides(nb: Path, overrides: dict, fresh: Path) -> dict:
+    """A dry run's -p values: FFRR's notebooks keep each finished method's rows in `work_dir` (run_methods' rows_path) and
+    skip a method found there, so a dry run on the real run's work_dir would ask only for the claim decompositions; it
+    gets the empty folder `fresh` instead, and walks every method again with every call answered from the cache."""
+    import papermill as pm
+    if nb.parent.name != "ffrr" or "work_dir" not in pm.inspect_notebook(str(nb)): return overrides
+    shutil.rmtree(fresh, ignore_errors=True)
+    return {**overrides, "work_dir": str(fresh)}
 
 
 def stage_table(lines: list[dict]) -> dict[tuple[str, str], dict]:
@@ -317,7 +328,7 @@ def gpu_hours(model: str, prompt_tokens: float, completion_tokens: float, prefil
 # ------------------------------------------------------------------ set-up: data, indexes, reward model
 def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
     """Generate (or reuse) the data, build (or reuse) the indexes that the notebooks' parameters `needs` name and the test
-    reward model; the filled-in profile."""
+    reward model and FFRR's stand-in encoder; the filled-in profile."""
     sys.path.insert(0, str(HERE))
     from rehearsal_data import generate
     a.data.mkdir(parents=True, exist_ok=True)
@@ -339,7 +350,11 @@ def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
     if builds:
         with open(a.work / "index_builds.jsonl", "a") as f: f.writelines(json.dumps(b) + "\n" for b in builds)
     from leaf_nb.selftrain import build_test_reward_model
+    from rehearsal_data import build_standin_encoder
     build_test_reward_model(a.data / "models")
+    built = build_standin_encoder(a.data / "models")  # FFRR's encoder, roberta_base
+    if Path(prof["models"]["roberta_base"]["spec"]) != built:
+        raise RuntimeError(f"{PROFILE.name}'s roberta_base is {prof['models']['roberta_base']['spec']}, the stand-in encoder built is {built}")
     return profile, prof, overrides
 
 

@@ -350,6 +350,63 @@ def write_agreement(root: Path, seed: int, fraction: float) -> dict[str, int]:
     return {"factcheck_bench_rows": n_fcb * FACTCHECK_BENCH["evidence"], "healthfc_claims": n_hfc}
 
 
+# ------------------------------------------------------------------ FFRR's encoder, a stand-in
+# h100.yaml's `roberta_base` is RoBERTa-base (FFRR §5: "the encoder is a pre-trained RoBERTa"), 125M parameters that a
+# GPU embeds FFRR's pool with in minutes; the embedded all-MiniLM-L6-v2 (22M) embeds it at about 3 reports a second on
+# one busy core here (benchmarks/standin_encoder.py), and every trained method re-embeds LIAR-RAW's ~151k reports after
+# its epoch. Every other model of the rehearsal is a stand-in that costs the harness nothing; this one makes the encoder
+# one too. Our choice of size: 2 layers of width 32, one attention head, a feed-forward of 64 (1.0M parameters, nearly all
+# of them the 30,522 x 32 token embeddings): a stack of real BERT layers (embeddings, self-attention, feed-forward, layer
+# norms) under mean pooling, so loading, FAISS, REINFORCE's gradients, Adam and checkpoints all take RoBERTa's path, at a
+# cost per report close to the tokenizer's own (measured on 1,000 reports of 256 tokens: tokenizing alone 568 reports/s;
+# this size 297; one layer 337; two heads 242; width 64 with two heads 171). Its tokenizer is MiniLM's own (WordPiece,
+# 30,522 entries), read from the embedded package: nothing is downloaded.
+STANDIN_ENCODER = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 1, "intermediate_size": 64}
+
+
+def build_standin_encoder(out_dir: Path, seed: int = 0) -> Path:
+    """A seeded, randomly initialised BERT of `STANDIN_ENCODER`'s size with the embedded MiniLM's tokenizer, saved as a
+    sentence-transformers folder (its transformer, then mean pooling: the modules sentence-transformers gives a plain
+    RoBERTa folder such as h100.yaml's, which FFRR's `Policy` loads with `load_encoder`) in `out_dir/<name>`; reused when
+    there. Untrained: its embeddings rank documents at random; it measures the pipeline, not retrieval."""
+    import os
+    import tempfile
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers.utils import logging as hf_logging
+    from leaf_nb.retrieve import embedded_encoder
+    try: from sentence_transformers.sentence_transformer.modules import Pooling, Transformer  # sentence-transformers 6
+    except ImportError: from sentence_transformers.models import Pooling, Transformer
+    s = STANDIN_ENCODER
+    out = Path(out_dir).expanduser() / f"bert-l{s['num_hidden_layers']}-h{s['hidden_size']}-a{s['num_attention_heads']}-seed{seed}"  # BERT's L/H/A naming
+    if (out / "modules.json").exists(): return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = embedded_encoder()
+    tok = AutoTokenizer.from_pretrained(str(src), local_files_only=True)
+    mini = BertConfig.from_pretrained(str(src), local_files_only=True)  # MiniLM's vocabulary, positions and token types
+    config = BertConfig(vocab_size=mini.vocab_size, max_position_embeddings=mini.max_position_embeddings,
+                        type_vocab_size=mini.type_vocab_size, pad_token_id=mini.pad_token_id, **s)
+    torch.manual_seed(seed)
+    bert = BertModel(config)  # its pooler layer, as RoBERTa's, is saved and unused (mean pooling reads the token states)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error(); hf_logging.disable_progress_bar()  # its save and load reports are noise here
+    try:
+        raw = tmp / "raw"
+        bert.save_pretrained(raw); tok.save_pretrained(raw)
+        t = Transformer(str(raw), max_seq_length=256)  # RoBERTa's and the paper profile's max_length (FFRR's Policy sets its own)
+        dim = (getattr(t, "get_embedding_dimension", None) or t.get_word_embedding_dimension)()
+        SentenceTransformer(modules=[t, Pooling(dim, pooling_mode="mean")], device="cpu").save(str(tmp / "st"))
+        try: os.replace(tmp / "st", out)
+        except OSError: pass  # another process made it first
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars: hf_logging.enable_progress_bar()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 # ------------------------------------------------------------------ the whole folder
 def generate(out: Path, seed: int = 0, passages: int = 1_000_000, fraction: float = 1.0, quiet: bool = False) -> dict:
     "Write the rehearsal data under `out` (or reuse it when its manifest has the same arguments); return the manifest."
