@@ -609,11 +609,12 @@ def main(argv=None) -> list[dict]:
             return rows
         for nb in nbs:
             if a.resume_check: rows += resume_check(nb, a, profile, prof, overrides, servers); continue
-            plans = [({"n_questions": n}, f"n{n}") for n in a.rss_curve_sizes] if a.rss_curve else [({}, "")]
+            share = f"f{a.fraction:g}" if a.fraction < 1 else ""  # a share of the data is tagged: the cost table reads untagged rows as full size
+            plans = [({"n_questions": n}, f"n{n}") for n in a.rss_curve_sizes] if a.rss_curve else [({}, share)]
             if a.units: plans = [(part_overrides(nb, a.units), f"u{a.units}")]
             plans = [({**extra, **dict(a.set)}, tag) for extra, tag in plans]  # --set: stated changes, kept in the row's overrides
             for extra, tag in plans:
-                est = {} if a.no_estimate or (tag and not a.units) else estimate(nb, a, profile, overrides, manifest)
+                est = {} if a.no_estimate or (tag and tag != share and not a.units) else estimate(nb, a, profile, overrides, manifest)
                 row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
                 unit, n_units = units_of(nb, manifest)
                 if extra.get("n_questions") and not a.units: n_units = sum(min(extra["n_questions"], v) for d, v in manifest["mirage"].items())
@@ -626,7 +627,7 @@ def main(argv=None) -> list[dict]:
                 log(f"{nb.stem}{'@' + tag if tag else ''}: " + json.dumps({k: row.get(k) for k in ("rc", "calls", "http_requests", "harness_s", "peak_rss_gb", "cache_mb", "gpu_hours", "dry_calls_projected")}))
                 rows.append(row)
                 if a.csv: append_rows(a.csv, COLUMNS, [row], "benchmarks/paper_scale.py")
-                if a.stage_csv and stage_rows and (not tag or a.units):
+                if a.stage_csv and stage_rows and (tag == share or a.units):
                     srows = [{"notebook": nb.stem, "unit": unit, "units": n_units, **s, "model_role": roles(prof["models"]).get(s["model"], s["model"]),
                               "calls_per_unit": round(s["calls"] / max(1, n_units), 3),
                               "prompt_tokens_per_call": round(s["prompt_chars"] / 4 / max(1, s["calls"]), 1),

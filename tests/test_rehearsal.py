@@ -106,6 +106,7 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
                              "--csv", str(out_csv), "--stage-csv", str(stage_csv), "--timeout", "600", "--free-ports"])
     (row,) = rows
     assert row["rc"] == 0, row.get("error")
+    assert row["tag"] == "f0.002"  # a share of the data, so the cost table never reads it as the full-size run
     n = sum(json.loads((tiny / "manifest.json").read_text())["mirage"].values())
     assert row["questions"] == n
     # every model call the notebook asked reached a stand-in as one HTTP request or was answered by the cache (Table 1's
