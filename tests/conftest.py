@@ -1,6 +1,6 @@
-"""Fixtures shared by the tests: a real llama.cpp OpenAI-compatible server on loopback, and a scripted HTTP server
+"""Fixtures shared by the tests: a real llama.cpp OpenAI-compatible server on loopback, a scripted HTTP server
 that misbehaves on purpose (malformed JSON, empty completions, closed connections, slow requests) and counts how many
-requests it holds at once."""
+requests it holds at once, and a small random causal LM for the tests of training mechanics."""
 import json
 import threading
 import time
@@ -16,6 +16,30 @@ def server():
     "llama-cpp-python's server serving the embedded SmolLM2 GGUF, for the whole test session."
     with LlamaCppServer() as s:
         yield s
+
+
+# Two layers of width 256 on SmolLM2's vocabulary: 13.8M parameters against 135M. Training mechanics (TRL's checkpoints,
+# resume after SIGKILL, a launcher in another process) are the same on it and take seconds instead of minutes. Not
+# smaller: the kill test must land between two checkpoints, and at this size they are about 2 s apart (width 64: 0.2 s).
+TINY_LM = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 64}
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory):
+    """A seeded, randomly initialised Llama of `TINY_LM`'s size with the embedded SmolLM2's tokenizer, chat template and
+    vocabulary, saved as a transformers folder. A test double for the training machinery only: it writes noise, so the
+    tests that judge a trained model (its loss, its answers) and the notebooks train the real embedded model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from leaf_nb.llm import embedded_dir
+    src, out = embedded_dir(), tmp_path_factory.mktemp("models") / "tiny-llama-l2-h256-seed0"
+    config = AutoConfig.from_pretrained(src, local_files_only=True)
+    for k, v in TINY_LM.items(): setattr(config, k, v)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    AutoTokenizer.from_pretrained(src, local_files_only=True).save_pretrained(out)
+    return out
 
 
 class ScriptedServer:

@@ -309,15 +309,22 @@ def test_every_paper_parameter_is_explained():
         assert not bare, f"{nb.name}: parameters without a comment: {bare}"
 
 
-def test_slow_pass_names_every_notebook_with_slow_cells():
-    "The README's second nbdev_test runs --flags slow over the notebooks its regular expression names: exactly those with slow cells."
-    from leaf_nb.notebooks import cell_flags
+def test_every_notebook_is_tested_once():
+    """The README's nbdev_test runs --flags slow over every notebook outside nbs/papers, and the paper notebooks it skips
+    are exactly those `leaf-nb reproduce --all` runs in tests/test_cli.py: each notebook runs once, none is left out."""
+    from fastcore.xtras import globtastic
+    from leaf_nb.runs import paper_notebooks
     test = readme_commands()[1]
-    pattern = re.search(r"--file_re '([^']+)'", test)[1]
-    slow = {p.name for p in NOTEBOOKS.rglob("*.ipynb")
-            if any("slow" in cell_flags("".join(c["source"])) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")}
-    named = {p.name for p in NOTEBOOKS.rglob("*.ipynb") if re.search(pattern, p.name)}
-    assert named == slow, f"the slow pass runs {sorted(named)}, the notebooks with slow cells are {sorted(slow)}"
+    nbdev = test.split("&&")[0]
+    assert "--flags slow" in nbdev, nbdev
+    skip = re.search(r"--skip_folder_re '([^']+)'", nbdev)[1]
+    tested = set(globtastic(NOTEBOOKS, file_glob="*.ipynb", skip_folder_re=skip, skip_file_re="^[_.]"))
+    everything = set(globtastic(NOTEBOOKS, file_glob="*.ipynb", skip_folder_re="^[_.]", skip_file_re="^[_.]"))
+    papers = {str(p.resolve()) for p in paper_notebooks()}
+    tested, everything = {str(Path(p).resolve()) for p in tested}, {str(Path(p).resolve()) for p in everything}
+    assert tested and papers and not tested & papers, sorted(tested & papers)
+    assert tested | papers == everything, sorted(everything - tested - papers)
+    assert "test_reproduce_all_on_the_smoke_profile" in (ROOT / "tests" / "test_cli.py").read_text()
 
 
 def test_readme_starts_students_at_the_tutorial():

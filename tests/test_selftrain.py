@@ -78,15 +78,16 @@ def _complete_checkpoints(out: Path) -> list[int]:
     return sorted(steps)
 
 
-def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
-    "SIGKILL a training process once its first checkpoint is on disk; the rerun resumes there (TRL's resume_from_checkpoint)."
+def test_killed_training_resumes_from_its_last_checkpoint(tmp_path, tiny_lm):
+    """SIGKILL a training process once its first checkpoint is on disk; the rerun resumes there (TRL's resume_from_checkpoint).
+    On the small random Llama (`tiny_lm`): checkpoints and resume do not depend on the model's size."""
     data = [{"prompt": user(QUESTION), "completion": [{"role": "assistant", "content": a}]}
             for a in ["Naloxone reverses opioid toxicity.\nAnswer: A", "Naloxone is an opioid antagonist.\nAnswer: A", "A"]]
     s = replace(SMOKE_SFT, max_steps=2, save_steps=1, max_length=128)
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
     (tmp_path / "settings.json").write_text(json.dumps(asdict(s)))
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "leaf_nb.selftrain", "sft", "--base", str(embedded_dir()), "--data", str(tmp_path / "data.jsonl"),
+    cmd = [sys.executable, "-m", "leaf_nb.selftrain", "sft", "--base", str(tiny_lm), "--data", str(tmp_path / "data.jsonl"),
            "--out", str(out), "--settings", str(tmp_path / "settings.json"), "--quiet"]
     err = (tmp_path / "stderr.log").open("w")  # a file, not a pipe: a full pipe would block the child
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -100,13 +101,13 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     assert not list(out.glob("sft-*")), "the killed run must not leave a final model"
     saved = _complete_checkpoints(out)
     assert saved == [1]  # killed after its first checkpoint, before the second
-    run = train_sft(embedded_dir(), data, s, output_dir=out, progress=False)
+    run = train_sft(tiny_lm, data, s, output_dir=out, progress=False)
     assert run.resumed_from == 1 and run.steps == 2 and not run.reused
     assert [x["step"] for x in run.log if "loss" in x] == [1, 2]  # step 1 from the killed run, step 2 from this one, none twice
     assert not list(out.glob("run-sft-*")), "checkpoints are removed once the model is saved"
-    assert train_sft(embedded_dir(), data, s, output_dir=out, progress=False).reused
+    assert train_sft(tiny_lm, data, s, output_dir=out, progress=False).reused
     # the resumed weights are those of an uninterrupted run with the same data, settings and seed
-    straight = train_sft(embedded_dir(), data, s, output_dir=tmp_path / "straight", progress=False)
+    straight = train_sft(tiny_lm, data, s, output_dir=tmp_path / "straight", progress=False)
     assert straight.fingerprint == run.fingerprint and straight.resumed_from is None
     from safetensors.torch import load_file
     a, b = load_file(run.path / "model.safetensors"), load_file(straight.path / "model.safetensors")
@@ -181,14 +182,15 @@ def test_reward_endpoint_request_parsing_and_cache(tmp_path):
         server.shutdown()
 
 
-def test_launcher_trains_the_same_model_in_another_process(tmp_path):
-    "`launcher=` runs the same training under `accelerate launch` (here one CPU process): the weights match an in-process run."
+def test_launcher_trains_the_same_model_in_another_process(tmp_path, tiny_lm):
+    """`launcher=` runs the same training under `accelerate launch` (here one CPU process): the weights match an in-process
+    run (on the small random Llama: the launcher's path does not depend on the model)."""
     data = [{"prompt": user(QUESTION), "completion": [{"role": "assistant", "content": "Naloxone reverses opioid toxicity.\nAnswer: A"}]}]
     s = replace(SMOKE_SFT, max_steps=1, max_length=128)
     accelerate = Path(sys.executable).parent / "accelerate"
-    launched = train_sft(embedded_dir(), data, s, output_dir=tmp_path / "launched", progress=False,
+    launched = train_sft(tiny_lm, data, s, output_dir=tmp_path / "launched", progress=False,
                          launcher=f"{accelerate} launch --cpu --num_processes 1 --num_machines 1 --mixed_precision no --dynamo_backend no")
-    here = train_sft(embedded_dir(), data, s, output_dir=tmp_path / "here", progress=False)
+    here = train_sft(tiny_lm, data, s, output_dir=tmp_path / "here", progress=False)
     assert launched.fingerprint == here.fingerprint and launched.steps == here.steps == 1 and not launched.reused
     from safetensors.torch import load_file
     a, b = load_file(launched.path / "model.safetensors"), load_file(here.path / "model.safetensors")
