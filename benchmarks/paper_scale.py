@@ -263,6 +263,9 @@ def run_watched(cmd: list[str], env: dict, log_to: Path, timeout: float | None, 
                     os.killpg(proc.pid, signal.SIGKILL); proc.wait(); killed = True
                     break
                 time.sleep(0.2)
+        except BaseException:  # Ctrl-C or SIGTERM (main's handler): the tree has a session of its own, so neither reached it
+            if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+            raise
         finally:
             watch.stop()
     wall = time.perf_counter() - t
@@ -966,4 +969,6 @@ if __name__ == "__main__":
             for k in ("notebook", "profile", "overrides", "log", "out-dir"): ap.add_argument(f"--{k}", required=True)
             dry_child(ap.parse_args())
     else:
+        # SIGTERM unwinds like Ctrl-C: the notebook's process tree and the stand-in servers are stopped, not orphaned
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         main()

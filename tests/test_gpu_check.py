@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 SECTIONS = {"factcheck", "simpo", "ffrr"}
 
 
-def run(tmp_path, *args, timeout=120):
+def run(tmp_path, *args, timeout=600):  # a guard against a hang, not a speed test
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t0 = time.perf_counter()
@@ -24,7 +24,7 @@ def run(tmp_path, *args, timeout=120):
 
 def test_tiny_run_writes_every_section(tmp_path):
     report, seconds, stdout = run(tmp_path)
-    assert seconds < 120, f"--tiny took {seconds:.0f} s"  # 25-45 s on two shared cores; the bound catches paper shapes sneaking in
+    print(f"--tiny took {seconds:.0f} s")  # 25-45 s on two shared cores
     assert {"script", "mode", "budget_s", "environment", "packages", "missing", "weights", "tokenizer", "sections", "wall_s"} <= set(report)
     assert report["mode"] == "tiny" and set(report["sections"]) == SECTIONS
     for name, s in report["sections"].items():
@@ -34,6 +34,9 @@ def test_tiny_run_writes_every_section(tmp_path):
             continue
         r = s["results"]
         assert r["environment"]["torch"]
+        # the tiny shapes ran on the CPU, not the papers' (this replaces a bound on the seconds, which a busy machine breaks)
+        if name == "simpo": assert " ".join(r["argv"]).startswith("--shape tiny --device cpu"), r["argv"]
+        else: assert (r["setup"]["shape"], r["setup"]["device"]) == ("tiny", "cpu"), (name, r["setup"])
         if name == "factcheck":
             for key in ("batched_logprob", "batched_cot", "sequential_logprob", "sequential_cot"):
                 run_ = r["runs"][key]
@@ -52,8 +55,7 @@ def test_tiny_run_writes_every_section(tmp_path):
 
 
 def test_missing_packages_and_budget_skip_with_reasons(tmp_path):
-    report, seconds, _ = run(tmp_path, "--hide", "pysbd,trl,faiss", timeout=60)
-    assert seconds < 10  # nothing was started
+    report, _, _ = run(tmp_path, "--hide", "pysbd,trl,faiss", timeout=60)  # each section is skipped, none started
     assert {"pysbd", "trl", "faiss"} <= set(report["missing"]) and report["environment"]["hidden"] == ["faiss", "pysbd", "trl"]
     for name, pkg in (("factcheck", "pysbd"), ("simpo", "trl"), ("ffrr", "faiss")):
         s = report["sections"][name]

@@ -127,6 +127,48 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     with open(out_csv) as f: assert [r["notebook"] for r in csv.DictReader(f)] == ["table1_filtered_accuracy"]
 
 
+def _tree(pid: int) -> dict[int, str]:
+    "The live descendants of `pid` (pid -> command line), from /proc."
+    parent, cmd = {}, {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit(): continue
+        try:
+            parent[int(d.name)] = int((d / "stat").read_text().rpartition(")")[2].split()[1])
+            cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError): continue
+    found, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        for child, par in parent.items():
+            if par == p and child not in found: found[child] = cmd[child]; todo.append(child)
+    return found
+
+
+def test_sigterm_stops_the_notebook_and_the_standins(tiny, tmp_path):
+    """SIGTERM to a running rehearsal stops its whole tree: the notebook's leaf-nb reproduce (in a session of its own),
+    its kernel and every stand-in server. Before, they outlived it."""
+    import signal
+    import subprocess
+    import time
+    log = (tmp_path / "paper_scale.log").open("w")
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--data", str(tiny),
+                             "--work", str(tmp_path / "run"), "--passages", "2000", "--fraction", "0.002",
+                             "--only", "table1_filtered_accuracy", "--no-estimate", "--no-stages", "--busy-sample-s", "0.1",
+                             "--free-ports"], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    tree = {}
+    while not any("ipykernel" in c for c in tree.values()):  # until the notebook's kernel is up
+        assert proc.poll() is None and time.time() < deadline, (tmp_path / "paper_scale.log").read_text()[-3000:]
+        time.sleep(0.2)
+        tree = _tree(proc.pid)
+    assert sum("_standin" in c for c in tree.values()) >= 3 and any("reproduce" in c for c in tree.values()), tree
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    deadline = time.time() + 30  # a kernel whose parent died notices it within a few seconds
+    while (left := [p for p in tree if Path(f"/proc/{p}").exists()]) and time.time() < deadline: time.sleep(0.5)
+    assert not left, {p: tree[p] for p in left}
+
+
 def test_the_cost_tables_in_the_readmes_are_the_csvs():
     "README's 'At scale' and data/README.md show the tables paper_scale.py --table makes from benchmarks/results (no drift)."
     block = paper_scale.cost_tables(REPO / "benchmarks" / "results" / "paper_scale.csv")
