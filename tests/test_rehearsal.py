@@ -128,19 +128,12 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
 
 
 def _tree(pid: int) -> dict[int, str]:
-    "The live descendants of `pid` (pid -> command line), from /proc."
-    parent, cmd = {}, {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit(): continue
-        try:
-            parent[int(d.name)] = int((d / "stat").read_text().rpartition(")")[2].split()[1])
-            cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError): continue
-    found, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        for child, par in parent.items():
-            if par == p and child not in found: found[child] = cmd[child]; todo.append(child)
+    "The live descendants of `pid` (pid -> command line), as paper_scale's TreeWatch finds them (psutil)."
+    import psutil
+    found = {}
+    for p in psutil.Process(pid).children(recursive=True):
+        try: found[p.pid] = " ".join(p.cmdline())
+        except psutil.Error: continue
     return found
 
 
@@ -165,7 +158,8 @@ def test_sigterm_stops_the_notebook_and_the_standins(tiny, tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 128 + signal.SIGTERM
     deadline = time.time() + 30  # a kernel whose parent died notices it within a few seconds
-    while (left := [p for p in tree if Path(f"/proc/{p}").exists()]) and time.time() < deadline: time.sleep(0.5)
+    import psutil
+    while (left := [p for p in tree if psutil.pid_exists(p)]) and time.time() < deadline: time.sleep(0.5)
     assert not left, {p: tree[p] for p in left}
 
 

@@ -312,16 +312,15 @@ def test_every_paper_parameter_is_explained():
 def test_every_notebook_is_tested_once():
     """The README's nbdev_test runs --flags slow over every notebook outside nbs/papers, and the paper notebooks it skips
     are exactly those `leaf-nb reproduce --all` runs in tests/test_cli.py: each notebook runs once, none is left out."""
-    from fastcore.xtras import globtastic
+    from nbdev.doclinks import nbglob  # what nbdev_test itself selects with these arguments
     from leaf_nb.runs import paper_notebooks
     test = readme_commands()[1]
     nbdev = test.split("&&")[0]
     assert "--flags slow" in nbdev, nbdev
     skip = re.search(r"--skip_folder_re '([^']+)'", nbdev)[1]
-    tested = set(globtastic(NOTEBOOKS, file_glob="*.ipynb", skip_folder_re=skip, skip_file_re="^[_.]"))
-    everything = set(globtastic(NOTEBOOKS, file_glob="*.ipynb", skip_folder_re="^[_.]", skip_file_re="^[_.]"))
-    papers = {str(p.resolve()) for p in paper_notebooks()}
-    tested, everything = {str(Path(p).resolve()) for p in tested}, {str(Path(p).resolve()) for p in everything}
+    tested = {p.resolve() for p in nbglob(NOTEBOOKS, skip_folder_re=skip, as_path=True)}
+    everything = {p.resolve() for p in nbglob(NOTEBOOKS, as_path=True)}
+    papers = {p.resolve() for p in paper_notebooks()}
     assert tested and papers and not tested & papers, sorted(tested & papers)
     assert tested | papers == everything, sorted(everything - tested - papers)
     assert "test_reproduce_all_on_the_smoke_profile" in (ROOT / "tests" / "test_cli.py").read_text()
