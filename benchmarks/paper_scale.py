@@ -624,6 +624,9 @@ def main(argv=None) -> list[dict]:
                 if a.units:  # a stated part of the paper's data: its share, so the table can carry the counts to the full size
                     full, n_units = n_units, units_of(nb, manifest, per=a.units)[1]
                     row["full_units"] = full
+                elif a.fraction < 1 and not a.rss_curve:  # data generated at a share: the real count, for the same carrying
+                    from rehearsal_data import full_counts
+                    row["full_units"] = units_of(nb, full_counts())[1]
                 row.update(est, questions=n_units, tokens_per_s=a.tokens_per_s, prompt_tokens_per_s=a.prompt_tokens_per_s,
                            note=a.note, out_mb=round(_du(Path(notebook_overrides(nb, overrides).get("out_dir", "")) / "rehearsal"), 1))
                 stage_rows = row.pop("_stage_rows", []); row.pop("_groups", None); row.pop("_keys", None)
@@ -796,7 +799,9 @@ def notebook_table(path: Path) -> str:
     import pandas as pd
     d = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
     if "full_units" not in d: d["full_units"] = float("nan")
-    d = d[d.tag.isna() | (d.tag == "") | d.tag.fillna("").str.fullmatch(r"u\d+")]  # full size, or a stated part (--units)
+    tag = d.tag.fillna("")
+    d = d[(tag == "") | tag.str.fullmatch(r"u\d+") | (tag.str.fullmatch(r"f[0-9.e-]+") & d.full_units.notna())]  # full size, or a
+    # stated part: --units, or --fraction where the row says the full count (older fraction rows do not, and stay out)
     lines = ["| table / figure | notebook | questions or claims | model calls | HTTP requests | prompt / completion tokens "
              "| harness here | peak RSS (anonymous) | disk: cache + outputs | GPU hours (H100/H200) | training; other changes |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -804,7 +809,8 @@ def notebook_table(path: Path) -> str:
         rows = d[d.notebook == nb]
         if not len(rows): continue
         ok = rows[rows.rc == 0]
-        r = ok.iloc[-1] if len(ok) else rows.iloc[-1]  # the last run that finished, else the last failure
+        whole = ok[~(ok.full_units > ok.questions)]  # a full-size run that finished is shown before any part of one
+        r = whole.iloc[-1] if len(whole) else ok.iloc[-1] if len(ok) else rows.iloc[-1]  # else the last part, else the last failure
         if r.rc != 0:
             why = next((x for x in reversed(str(r.error).split(" | ")) if x.strip()), f"exit {r.rc}")[:260] if isinstance(r.error, str) else f"exit {r.rc}"
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README

@@ -324,6 +324,13 @@ HEALTHFC_HEADER = ["en_claim", "en_explanation", "en_top_sentences", "de_claim",
                    "de_verdict", "de_title", "authors", "date", "url"]  # healthFC_annotated.csv's columns, as data/agreement's fixture has them
 
 
+def full_counts() -> dict:
+    "The real data sets' counts in the manifest's shape (what `generate` writes at fraction 1), so a run on a share can say the full size."
+    return {"mirage": dict(MIRAGE_COUNTS), "medqa_us": MEDQA_US_TEST,
+            "claims": {"rawfc": dict(RAWFC["splits"]), "liar-raw": dict(LIAR_RAW["splits"])},
+            "agreement": {"factcheck_bench_rows": FACTCHECK_BENCH["claims"] * FACTCHECK_BENCH["evidence"], "healthfc_claims": HEALTHFC_CLAIMS}}
+
+
 def write_agreement(root: Path, seed: int, fraction: float) -> dict[str, int]:
     "Factcheck-Bench's stance JSONL and HealthFC's CSV at their sizes (times `fraction`), from a stream of their own."
     import csv

@@ -182,3 +182,29 @@ def test_a_stated_part_sets_only_the_sizes_the_paper_reads_in_full(tiny):
     assert paper_scale.units_of(t4, m, per=2) == ("question", sum(min(2, v) for v in m["mirage"].values()))
     ra = paper_scale.units_of(papers / "leaf" / "rater_agreement.ipynb", m)
     assert ra == ("row", m["agreement"]["factcheck_bench_rows"] + m["agreement"]["healthfc_claims"])
+
+
+def test_a_fraction_run_is_a_part_carried_to_the_real_count(tiny, tmp_path):
+    """--fraction F: the full count a row carries to is the real data's (`full_counts`, the manifest `generate` writes at
+    fraction 1); the cost table shows such a row as "N of M", leaves out fraction rows that do not say M, and prefers a
+    finished full-size run to any part."""
+    full = rehearsal_data.full_counts()
+    small = json.loads((tiny / "manifest.json").read_text())
+    assert set(full) <= set(small) and full["claims"].keys() == small["claims"].keys()
+    assert {d: sum(v.values()) for d, v in full["claims"].items()} == {"rawfc": 2012, "liar-raw": 12590}  # FFRR paper, Table 1
+    vs = REPO / "nbs" / "papers" / "ffrr" / "validation_sweeps.ipynb"
+    assert paper_scale.units_of(vs, full) == ("claim", 200 + 1274)  # the validation splits (§6.1.1)
+    row = dict.fromkeys(paper_scale.COLUMNS, "")
+    base = {"rc": 0, "calls": 100, "http_requests": 100, "prompt_tokens": 1000, "completion_tokens": 100, "harness_s": 60,
+            "peak_rss_gb": 1.0, "cache_mb": 1.0, "gpu_hours": 0.1, "max_train_steps": 2, "other_busy_cpus": 0.0}
+    def table(*rows):
+        p = tmp_path / f"t{len(rows)}.csv"
+        with open(p, "w", newline="") as f:
+            w = csv.DictWriter(f, paper_scale.COLUMNS); w.writeheader()
+            for r in rows: w.writerow({**row, **base, **r})
+        return [l for l in paper_scale.notebook_table(p).splitlines() if "`validation_sweeps`" in l]
+    part = {"notebook": "validation_sweeps", "tag": "f0.1", "questions": 147, "full_units": 1474}
+    assert table(part) and "147 of 1,474 (×10 below)" in table(part)[0] and "≈1.0k" in table(part)[0]
+    assert table({**part, "full_units": ""}) == []  # an older fraction row, with no full count: not a size to show
+    whole = {"notebook": "validation_sweeps", "tag": "", "questions": 1474, "full_units": "", "calls": 999}
+    assert "| 1,474 | 999 |" in table(whole, part)[0]  # the full run, although the part came later
