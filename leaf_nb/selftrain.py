@@ -12,9 +12,12 @@ import json
 import os
 import shlex
 import shutil
+import signal
+import string
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -27,22 +30,23 @@ import pandas as pd
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, folder_fingerprint, identity
+from .cache import Cache, default_cache_path, folder_fingerprint, identity, request_key
 from .data import Question, load_medqa_jsonl, load_questions
 from .evaluate import correctness, wilcoxon
 from .factcheck import PAPER_LEAF, FactCheckResult, FactCheckSettings, fact_check, question_context
 from .fcrag import AnswerSettings, plain_answers
-from .llm import LM, Transformers, load_llm, through_cache, user
+from .llm import LM, LMError, OpenAICompatible, Transformers, free_port, load_llm, through_cache, user
 from .prompts import Prompts, answer_prompt, as_prompts, parse_option
 from .retrieve import Retriever
 
 # %% auto #0
 __all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIMPO', 'PRESETS', 'TRAIN_META', 'TIES',
-           'SampleSettings', 'sample_answers', 'select_questions', 'LeafChecker', 'check_samples', 'rank_samples',
-           'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model', 'build_test_reward_model',
-           'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult', 'default_selftrain_dir',
-           'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks', 'ranking_delta',
-           'ranking_table', 'SelfTrainResult', 'self_train', 'DatasetRuns', 'self_train_datasets', 'main']
+           'SERVE_FIELDS', 'SampleSettings', 'sample_answers', 'select_questions', 'LeafChecker', 'check_samples',
+           'rank_samples', 'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model',
+           'build_test_reward_model', 'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult',
+           'default_selftrain_dir', 'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks',
+           'ranking_delta', 'ranking_table', 'SelfTrainResult', 'self_train', 'ServedFolder', 'round_model',
+           'DatasetRuns', 'self_train_datasets', 'main']
 
 # %% ../nbs/api/11_selftrain.ipynb #91678cb9
 @dataclass(frozen=True)
@@ -886,7 +890,7 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
                sampling: SampleSettings = PAPER_SAMPLING,
                settings: TrainSettings | None = None,  # default PAPER_SFT / PAPER_SIMPO
                answer: AnswerSettings = AnswerSettings(),  # how evaluation answers are generated (greedy)
-               backend: str = "hf",  # how a round's model is served for sampling and evaluation: "hf" or "vllm" (`load_llm`)
+               backend: str = "hf",  # how a round's model is served for sampling and evaluation: "hf" or "vllm" (`load_llm`), or "serve:COMMAND" (`ServedFolder`)
                cache: Cache | None = None,  # for every LM call
                launcher: str | None = None,  # as in `train_sft`
                progress: bool = True,
@@ -899,7 +903,20 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
     scorer = scorer or cname
     work = Path(work_dir).expanduser(); work.mkdir(parents=True, exist_ok=True)
     current = Path(base).expanduser()
-    def serve(path: Path) -> LM: return load_llm(f"{backend}:{path}", cache=cache, progress=progress)
+    servers: list[ServedFolder] = []
+    def serve(path: Path) -> LM:
+        if not backend.startswith("serve:"): return load_llm(f"{backend}:{path}", cache=cache, progress=progress)
+        servers.append(s := ServedFolder(backend.removeprefix("serve:"), path).start())
+        return s.lm(cache=cache, progress=progress)
+    def release() -> None:  # a served model's process ends before the trainer (or the next notebook) needs the GPU
+        while servers: servers.pop().stop()
+    try: return _self_train(serve, release, current, train_questions, eval_questions, checker, work, method, scorer, cname, rounds,
+                            sampling, settings, answer, launcher, progress, prompts)
+    finally: release()
+
+def _self_train(serve, release, current: Path, train_questions, eval_questions, checker, work: Path, method, scorer, cname, rounds,
+                sampling, settings, answer, launcher, progress, prompts) -> SelfTrainResult:
+    "`self_train`'s rounds, with `serve(path)` giving a round's model and `release()` ending what serving it started."
     lm = serve(current)
     answers = [_evaluate(eval_questions, lm, answer, 0, prompts)]
     metrics = [{"round": 0, "model": lm.model_id, "status": "base", "accuracy": answers[0].correct.mean(), "n_train": 0}]
@@ -912,7 +929,7 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
             metrics.append({**row, "model": lm.model_id, "status": "no training data", "accuracy": np.nan})
             break
         model_id = lm.model_id
-        del lm; _free_memory()  # the trainer (maybe other processes) needs the memory the sampler held
+        del lm; release(); _free_memory()  # the trainer (maybe other processes) needs the memory the sampler held
         try: res = (train_sft if method == "sft" else train_simpo)(current, data, settings, output_dir=work, launcher=launcher, progress=progress)
         except NoTrainingData as e:  # every example was dropped (e.g. prompts over max_prompt_length): recorded, as above
             metrics.append({**row, "model": model_id, "status": "no training data", "dropped": e.dropped, "accuracy": np.nan})
@@ -925,6 +942,103 @@ def self_train(base: str | Path,  # the starting model's folder (HF format), e.g
     pd.DataFrame(metrics).to_json(work / "metrics.jsonl", orient="records", lines=True)
     return SelfTrainResult(pd.DataFrame(metrics), pd.concat(answers, ignore_index=True),
                            pd.concat(samples, ignore_index=True) if samples else pd.DataFrame(), models)
+
+# %% ../nbs/api/11_selftrain.ipynb #c8636b3c
+SERVE_FIELDS = ("model", "name", "port", "python")  # what a "serve:COMMAND" template may name
+
+class ServedFolder:
+    "A model folder served by an OpenAI-compatible server process for as long as it is needed: `with ServedFolder(cmd, folder) as s: s.lm()`."
+    def __init__(self,
+                 command: str,  # the server's command line, with {model}, {name}, {port} and {python} fields; {port} is required
+                 path: str | Path,  # the model folder (HF format: its tokenizer renders the chat prompts sent in lists)
+                 startup_timeout: float = 1800.0,  # seconds for the server to list the model (loading a 70B from disk takes minutes)
+                 batch_size: int = 32,  # prompts per request, as the served models of profiles/h100.yaml
+                 max_concurrency: int = 16,  # requests in flight at once
+                ):
+        try: self.argv = shlex.split(command)
+        except ValueError as e: raise ValueError(f"serve command {command!r} does not split into words: {e}") from e
+        if not self.argv: raise ValueError("serve: needs a command, e.g. 'serve:vllm serve {model} --served-model-name {name} --port {port}'")
+        named = {f for a in self.argv for _, f, _, _ in string.Formatter().parse(a) if f is not None}
+        if unknown := sorted(named - set(SERVE_FIELDS)):
+            raise ValueError(f"serve command {command!r} names {unknown}; it may name {', '.join('{' + f + '}' for f in SERVE_FIELDS)}")
+        if "port" not in named: raise ValueError(f"serve command {command!r} has no {{port}}: the server must listen where it is asked")
+        self.template, self.path = command, Path(path).expanduser()
+        self.name, self.port = self.path.name, free_port()
+        self.startup_timeout, self.batch_size, self.max_concurrency = startup_timeout, batch_size, max_concurrency
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str: return f"http://127.0.0.1:{self.port}/v1"
+    @property
+    def command(self) -> list[str]:
+        "The command line as it runs: the template's fields filled in."
+        return [a.format(model=str(self.path), name=self.name, port=self.port, python=sys.executable) for a in self.argv]
+    @property
+    def identity(self) -> str:
+        "The folder's fingerprint and the template (its program without a directory): the same on every machine and port."
+        if not self.path.is_dir(): raise FileNotFoundError(f"model folder {self.path} does not exist")
+        return identity(request_key({"folder": folder_fingerprint(self.path), "server": [Path(self.argv[0]).name, *self.argv[1:]]}))
+    def lm(self, **kwargs) -> OpenAICompatible:
+        "The `OpenAICompatible` backend for this server (the folder's tokenizer, the identity above); `kwargs`: cache, progress, ..."
+        return OpenAICompatible(self.base_url, self.name, tokenizer=str(self.path), batch_size=self.batch_size,
+                                max_concurrency=self.max_concurrency, identity=self.identity, **kwargs)
+    def __enter__(self): return self.start()
+    def __exit__(self, *exc): self.stop()
+    def __repr__(self): return f"ServedFolder({self.template!r}, {str(self.path)!r})"
+
+
+# %% ../nbs/api/11_selftrain.ipynb #96296cf9
+@patch
+def log_tail(self: ServedFolder, n: int = 4000) -> str:
+    "The last `n` characters the server wrote (stdout and stderr)."
+    if self._log is None: return ""
+    self._log.seek(0)
+    return self._log.read().decode(errors="replace")[-n:]
+
+@patch
+def start(self: ServedFolder) -> ServedFolder:
+    "Start the process (in its own process group) and wait until `GET /models` lists the folder's name."
+    if not self.path.is_dir(): raise FileNotFoundError(f"model folder {self.path} does not exist")
+    self._log = tempfile.TemporaryFile()
+    try: self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e: raise LMError(f"serve command {self.command[0]!r} could not start: {e}") from e
+    deadline = time.monotonic() + self.startup_timeout
+    while time.monotonic() < deadline:
+        if self.proc.poll() is not None:
+            code = self.proc.returncode; tail = self.log_tail(); self.stop()
+            raise LMError(f"the server for {self.name} exited with code {code} before it answered; its output ends:\n{tail}")
+        try:
+            with urllib.request.urlopen(self.base_url + "/models", timeout=5) as r: served = [m.get("id") for m in json.load(r).get("data", [])]
+        except (OSError, ValueError): time.sleep(0.5); continue
+        if self.name in served: return self
+        self.stop()
+        raise LMError(f"the server on {self.base_url} serves {served}, not {self.name!r}: the command must serve the folder under its "
+                      "name, {name} (vLLM: --served-model-name {name})")
+    tail = self.log_tail(); self.stop()
+    raise LMError(f"the server for {self.name} did not list it on {self.base_url} within {self.startup_timeout:.0f} s; its output ends:\n{tail}")
+
+@patch
+def stop(self: ServedFolder) -> None:
+    "Stop the server's process group (SIGTERM, then SIGKILL after 30 s): vLLM's engine runs in child processes."
+    if self.proc is not None and self.proc.poll() is None:
+        try: os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError: pass
+        try: self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            try: os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+            self.proc.wait()
+    if self._log is not None: self._log.close(); self._log = None
+
+def round_model(backend: str,  # as `self_train`'s: "hf", "vllm" or "serve:COMMAND"
+                path: str | Path,  # a model folder
+                **kwargs,  # cache, progress, ...
+               ) -> LM:
+    "The LM `self_train` serves `path` as, with the identity its samples carry, without loading or starting anything: what a notebook names the base model by."
+    if backend.startswith("serve:"): return ServedFolder(backend.removeprefix("serve:"), path).lm(**kwargs)
+    return load_llm(f"{backend}:{path}", **kwargs)
+
 
 # %% ../nbs/api/11_selftrain.ipynb #4643a6df
 @dataclass
