@@ -497,6 +497,9 @@ def _needs_one(name: str, value: str, params: dict) -> list[tuple[str, str]]:
     if name in CLAIM_ROOTS: return [("claims", value)] if CLAIM_ROOTS[name] in params.get("datasets", list(CLAIM_ROOTS.values())) else []
     if name in MODEL_FOLDER_KEYS: return [] if value == "test" else [("model folder", value)]
     if name == "work_dir": return [("folder to write", value)]
+    if name == "backend" and value.startswith("serve:"):  # a server process per model (selftrain.ServedFolder): its program
+        words = shlex.split(value.removeprefix("serve:")) or [""]
+        return [] if words[0] == "{python}" else [("program", words[0])]
     if name == "backend" and value == "vllm" and not str(params.get("model", "")).startswith("openai:"):
         return [("package", "vllm")]  # a served model (`model` an openai: spec) is sampled over HTTP: no vllm here
     if name == "launcher":
