@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -78,12 +79,23 @@ def expand(value, env: dict, where: str):
     return int(out) if re.fullmatch(r"\$\{\w+\}", value) and re.fullmatch(r"-?\d+", out) else out
 
 
-def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE, free_ports: bool = False) -> tuple[Path, dict, dict]:
+def standin_command(work: Path, latency: float = 0.0, support_rate: float = 0.97) -> str:
+    """The `serve:` command (leaf_nb.selftrain.ServedFolder) of the self-training rehearsals: a logged stand-in server per
+    round's model folder, answering under the folder's name with its tokenizer, as `vllm serve` would on a workstation;
+    its requests go to `requests_served.jsonl` beside the other stand-ins' logs."""
+    q = shlex.quote
+    return (f"{{python}} {q(str(Path(__file__).resolve()))} _standin --port {{port}} --log {q(str(work / 'standin' / 'requests_served.jsonl'))}"
+            f" --model {{name}} --tokenizer {{model}} --latency-per-token {latency:g} --support-rate {support_rate:g}")
+
+
+def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE, free_ports: bool = False,
+                     latency: float = 0.0, support_rate: float = 0.97) -> tuple[Path, dict, dict]:
     """The rehearsal profile with its `${...}` filled in (and, with `free_ports`, each server port moved to a free one, so
     that two rehearsals can run at once), written to `work`; its models, and its per-notebook overrides."""
     import yaml
     from leaf_nb.llm import embedded_dir, free_port
-    env = {"LEAF_NB_REHEARSAL": str(data), "LEAF_NB_MODELS": str(embedded_dir().parent), "MAX_TRAIN_STEPS": steps}
+    env = {"LEAF_NB_REHEARSAL": str(data), "LEAF_NB_MODELS": str(embedded_dir().parent), "MAX_TRAIN_STEPS": steps,
+           "SERVE_STANDIN": standin_command(work, latency, support_rate)}
     prof = expand(yaml.safe_load(src.read_text()), env, str(src))
     if free_ports:
         moved: dict[str, str] = {}
@@ -117,6 +129,7 @@ def standin_child(a) -> None:
     "`_standin`: leaf_nb.standin's server with each request appended to `--log` (hash, model, max_tokens, usage)."
     import asyncio
     from leaf_nb import standin
+    Path(a.log).parent.mkdir(parents=True, exist_ok=True)  # a served round (standin_command) may be the first to log
     out = open(a.log, "a", buffering=1)
 
     class Logged(standin.Replies):
@@ -133,9 +146,12 @@ def standin_child(a) -> None:
 
 
 class Servers:
-    "One logged stand-in process per port of the profile; `logs` are their request logs."
+    """One logged stand-in process per port of the profile; `logs` are their request logs. The log `requests_served.jsonl`
+    is the self-training rehearsals' (`standin_command`: a stand-in per round's model, started by the notebook) and is
+    counted with the others."""
     def __init__(self, ports: dict[int, dict], logs: Path, latency: float = 0.0, support_rate: float = 0.97):
         self.ports, self.logdir, self.latency, self.support_rate, self.procs = ports, logs, latency, support_rate, []
+        self.keys: list[int | str] = [*ports, "served"]  # the logs: one per port, and the served rounds'
 
     def __enter__(self):
         import select
@@ -153,15 +169,15 @@ class Servers:
                 raise RuntimeError(f"stand-in on port {port} did not start: {(self.logdir / f'standin_{port}.err').read_text()[-2000:]}")
         return self
 
-    def log(self, port: int) -> Path: return self.logdir / f"requests_{port}.jsonl"
+    def log(self, key: int | str) -> Path: return self.logdir / f"requests_{key}.jsonl"
 
-    def mark(self) -> dict[int, int]:
+    def mark(self) -> dict[int | str, int]:
         "Each log's size in bytes now: what a run adds is read from here."
-        return {p: self.log(p).stat().st_size if self.log(p).exists() else 0 for p in self.ports}
+        return {p: self.log(p).stat().st_size if self.log(p).exists() else 0 for p in self.keys}
 
     def since(self, mark: dict[int, int]):
         "The requests logged after `mark`, one dict each (read lazily, log by log)."
-        for p in self.ports:
+        for p in self.keys:
             if not self.log(p).exists(): continue
             with open(self.log(p), "rb") as f:
                 f.seek(mark.get(p, 0))
@@ -171,7 +187,7 @@ class Servers:
     def count_since(self, mark: dict[int, int]) -> int:
         "Requests logged after `mark` (complete lines; counted without parsing)."
         n = 0
-        for p in self.ports:
+        for p in self.keys:
             if not self.log(p).exists(): continue
             with open(self.log(p), "rb") as f:
                 f.seek(mark.get(p, 0))
@@ -337,7 +353,8 @@ def prepare(a, needs: set[str]) -> tuple[Path, dict, dict]:
     a.data.mkdir(parents=True, exist_ok=True)
     generate(a.data, a.seed, a.passages, a.fraction)
     a.work.mkdir(parents=True, exist_ok=True)
-    profile, prof, overrides = concrete_profile(a.data, a.work, a.max_train_steps, free_ports=a.free_ports)
+    profile, prof, overrides = concrete_profile(a.data, a.work, a.max_train_steps, free_ports=a.free_ports,
+                                                latency=a.latency_per_token, support_rate=a.support_rate)
     builds = []
     (a.work / "logs").mkdir(parents=True, exist_ok=True)
     for key, kind in (("index", "bm25"), ("medrag_index", "lucene")):
@@ -400,7 +417,8 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
            "peak_rss_gb": round(res["peak_rss_gb"], 3), "peak_single_gb": round(res["peak_single_gb"], 3),
            "peak_anon_gb": round(res["peak_anon_gb"], 3), "cache_mb": round(cache_mb(cache), 1),
            "other_busy_cpus": max(busy, res["other_busy_during"]),  # before the run, or over it: the larger
-           "max_train_steps": a.max_train_steps, "overrides": json.dumps(over, sort_keys=True)}
+           "max_train_steps": a.max_train_steps,
+           "overrides": json.dumps(over, sort_keys=True).replace(str(REPO) + "/", "")}  # the serve: stand-in, named in-repo
     by_model: dict[str, dict] = {}
     groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [requests, completion tokens]
     keys = {} if keep_keys else None
@@ -759,7 +777,7 @@ def reference_run(nb: Path, a, servers: Servers) -> dict | None:
     last = done[-1]
     keys: dict[str, int] = {}
     n = 0
-    for p in servers.ports:
+    for p in servers.keys:
         start, end = last["start"].get(str(p), 0), last["end"].get(str(p), 0)
         if not servers.log(p).exists(): continue
         with open(servers.log(p), "rb") as f:
@@ -790,6 +808,15 @@ def _num(x: float, unit: str = "") -> str:
 def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
 
 
+FFRR_NOTEBOOKS = ("table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps")
+
+TRAINER_NOTE = ("† the peak is the TRL trainer's step, not the data stages: the paper's batch (4 examples of up to 2,048 tokens; "
+                "SimPO's 4 pairs are 8 sequences) in fp32 on the CPU, seen in `py-spy dump` at the peak (`CPOTrainer.concatenated_forward`); "
+                "before the first step the run holds 2–4 GB, after it the allocator keeps most of the step's memory, so RSS stays "
+                "near the peak without growing with rounds or questions. On a workstation that step's memory is the GPU's.")
+
+TRAINER_PEAK = ("table3_sft", "table5_simpo")  # the notebooks whose peak RSS is the trainer's step (the † footnote)
+
 ROUTINE_OVERRIDES = ("out_dir", "launcher", "train_overrides", "max_steps", "backend", "llm_tokenizer",
                      "model")  # rehearsal.yaml's, said there
 
@@ -805,6 +832,7 @@ def notebook_table(path: Path) -> str:
     lines = ["| table / figure | notebook | questions or claims | model calls | HTTP requests | prompt / completion tokens "
              "| harness here | peak RSS (anonymous) | disk: cache + outputs | GPU hours (H100/H200) | training; other changes |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    dagger = False
     for nb, art in ARTEFACTS.items():
         rows = d[d.notebook == nb]
         if not len(rows): continue
@@ -816,13 +844,17 @@ def notebook_table(path: Path) -> str:
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
             lines.append(f"| {art} | `{nb}` | {int(r.questions) if r.questions == r.questions else '—'} | failed: {why} | | | | | | | |")
             continue
-        training = (f"capped at {int(r.max_train_steps)} steps (`max_train_steps`)"
-                    if nb in ("table3_sft", "table5_simpo", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps") else "—")
+        said = [f"capped at {int(r.max_train_steps)} steps (`max_train_steps`)"] if nb in ("table3_sft", "table5_simpo", *FFRR_NOTEBOOKS[1:]) else []
         over = json.loads(r.overrides) if isinstance(r.overrides, str) else {}
+        if str(over.get("backend", "")).startswith("serve:"): said.append("each round's model served (`serve:`, the stand-in)")
+        corpus = re.search(r"--passages (\d+)", str(r.command))  # FFRR reads no MedRAG passage: its corpus size is moot
+        if corpus and int(corpus[1]) != 1_000_000 and nb not in FFRR_NOTEBOOKS: said.append(f"a {int(corpus[1]):,}-passage corpus")
         changed = {k: v for k, v in over.items() if k not in ROUTINE_OVERRIDES + PART_PARAMS}  # --set: stated in the table
-        if changed: training = "; ".join([training] * (training != "—") + [f"{k} {v}" for k, v in sorted(changed.items())])
+        training = "; ".join(said + [f"{k} {v}" for k, v in sorted(changed.items())]) or "—"
         busy = "" if r.other_busy_cpus != r.other_busy_cpus or r.other_busy_cpus < 0.3 else "*"
         anon = f" ({r.peak_anon_gb:.1f})" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
+        anon += "†" if nb in TRAINER_PEAK else ""
+        dagger = dagger or nb in TRAINER_PEAK
         part = r.full_units == r.full_units and r.full_units > r.questions
         x = r.full_units / max(1, r.questions) if part else 1.0  # a part: calls, tokens and GPU time carried to the full count
         est = "≈" if part else ""
@@ -832,6 +864,7 @@ def notebook_table(path: Path) -> str:
                      f"| {est}{_num(r.prompt_tokens * x)} / {_num(r.completion_tokens * x)} | {_minutes(r.harness_s)}{busy}{' for the part' if part else ''} "
                      f"| {r.peak_rss_gb:.1f}{anon} GB | {_num((r.cache_mb + (r.out_mb if r.out_mb == r.out_mb else 0)) * 2**20, 'B')}{' for the part' if part else ''} | {est}{r.gpu_hours * x:,.1f} | {training} |")
     lines += ["", "\\* taken while other processes kept the machine's two CPUs busy (`other_busy_cpus` in the CSV)."]
+    if dagger: lines += ["", TRAINER_NOTE]
     return "\n".join(lines)
 
 

@@ -98,6 +98,29 @@ def test_table4_rehearsal_samples_from_the_served_standin(tmp_path):
     assert run_parameters(nb, profile="h100", files=files)["model"].startswith("hf:")
 
 
+@pytest.mark.parametrize("name", ["table3_sft", "table5_simpo"])
+def test_selftrain_rehearsals_serve_each_round_by_a_logged_standin(tmp_path, name):
+    """The self-training rehearsals serve each round's folder through `serve:` with paper_scale.py's logged stand-in (the
+    paper profile still reloads it with transformers); the command starts a server that answers under the folder's name,
+    and its requests land in the log the rehearsal counts."""
+    from leaf_nb.llm import embedded_dir, user
+    from leaf_nb.runs import run_parameters
+    from leaf_nb.selftrain import ServedFolder
+    nb = REPO / "nbs" / "papers" / "leaf" / f"{name}.ipynb"
+    files = [nb.with_name(f"{name}.paper.yaml")]
+    profile, prof, overrides = paper_scale.concrete_profile(tmp_path / "data", tmp_path, 2, free_ports=True)
+    backend = run_parameters(nb, profile=str(profile), files=files, overrides=paper_scale.notebook_overrides(nb, overrides))["backend"]
+    assert backend.startswith("serve:") and " _standin " in backend
+    assert run_parameters(nb, profile="h100", files=files)["backend"] == "hf"
+    servers = paper_scale.Servers({}, tmp_path / "standin")
+    mark = servers.mark()
+    with ServedFolder(backend.removeprefix("serve:"), embedded_dir(), startup_timeout=120) as s:
+        ((text,),) = s.lm().generate([user("Is aspirin an antiplatelet drug?")], max_tokens=16)
+    assert text
+    (req,) = list(servers.since(mark))
+    assert req["model"] == embedded_dir().name and req["port"] == "served" and req["max_tokens"] == 16
+
+
 def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     "One notebook end to end: leaf-nb reproduce with the filled-in rehearsal profile, stand-in servers, a saved index."
     work, out_csv, stage_csv = tmp_path / "run", tmp_path / "paper_scale.csv", tmp_path / "calls.csv"
@@ -208,3 +231,30 @@ def test_a_fraction_run_is_a_part_carried_to_the_real_count(tiny, tmp_path):
     assert table({**part, "full_units": ""}) == []  # an older fraction row, with no full count: not a size to show
     whole = {"notebook": "validation_sweeps", "tag": "", "questions": 1474, "full_units": "", "calls": 999}
     assert "| 1,474 | 999 |" in table(whole, part)[0]  # the full run, although the part came later
+
+
+def test_the_cost_table_says_what_a_row_ran_differently(tmp_path):
+    """A row's own departures reach the table: a self-training round served by `serve:`, a corpus other than the 1M
+    passages (LEAF only: FFRR reads no MedRAG passage), and the trainer-step footnote on the self-training rows."""
+    row = dict.fromkeys(paper_scale.COLUMNS, "")
+    base = {"rc": 0, "calls": 100, "http_requests": 100, "prompt_tokens": 1000, "completion_tokens": 100, "harness_s": 60,
+            "peak_rss_gb": 1.0, "cache_mb": 1.0, "gpu_hours": 0.1, "max_train_steps": 2, "other_busy_cpus": 0.0, "tag": ""}
+    small = "benchmarks/paper_scale.py --passages 10000"
+    rows = [{"notebook": "table3_sft", "questions": 7663, "command": small,
+             "overrides": json.dumps({"backend": "serve:{python} benchmarks/paper_scale.py _standin --port {port}"})},
+            {"notebook": "table2_verification", "questions": 1451, "command": small, "overrides": "{}"}]
+    p = tmp_path / "t.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.DictWriter(f, paper_scale.COLUMNS); w.writeheader()
+        for r in rows: w.writerow({**row, **base, **r})
+    text = paper_scale.notebook_table(p)
+    (t3,) = [l for l in text.splitlines() if "`table3_sft`" in l]
+    (t2,) = [l for l in text.splitlines() if "`table2_verification`" in l]
+    assert "served (`serve:`" in t3 and "a 10,000-passage corpus" in t3 and "1.0† GB" in t3
+    assert "corpus" not in t2 and "serve" not in t2 and "†" not in t2
+    assert paper_scale.TRAINER_NOTE in text
+    rows[0]["notebook"] = "table1_filtered_accuracy"
+    with open(p, "w", newline="") as f:
+        w = csv.DictWriter(f, paper_scale.COLUMNS); w.writeheader()
+        for r in rows: w.writerow({**row, **base, **r})
+    assert paper_scale.TRAINER_NOTE not in paper_scale.notebook_table(p)  # the footnote only beside a row it explains
