@@ -811,7 +811,7 @@ def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" i
 FFRR_NOTEBOOKS = ("table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps")
 
 TRAINER_NOTE = ("† the peak is the TRL trainer's step, not the data stages: the paper's batch (4 examples of up to 2,048 tokens; "
-                "SimPO's 4 pairs are 8 sequences) in fp32 on the CPU, seen in `py-spy dump` at the peak (`CPOTrainer.concatenated_forward`); "
+                "SimPO's 4 pairs are 8 sequences) in fp32 on the CPU, seen in `py-spy dump` at the peak (table5_simpo: `CPOTrainer.concatenated_forward`); "
                 "before the first step the run holds 2–4 GB, after it the allocator keeps most of the step's memory, so RSS stays "
                 "near the peak without growing with rounds or questions. On a workstation that step's memory is the GPU's.")
 
@@ -844,7 +844,7 @@ def notebook_table(path: Path) -> str:
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
             lines.append(f"| {art} | `{nb}` | {int(r.questions) if r.questions == r.questions else '—'} | failed: {why} | | | | | | | |")
             continue
-        said = [f"capped at {int(r.max_train_steps)} steps (`max_train_steps`)"] if nb in ("table3_sft", "table5_simpo", *FFRR_NOTEBOOKS[1:]) else []
+        said = [f"capped at {int(r.max_train_steps)} step{'s' * (int(r.max_train_steps) != 1)} (`max_train_steps`)"] if nb in ("table3_sft", "table5_simpo", *FFRR_NOTEBOOKS[1:]) else []
         over = json.loads(r.overrides) if isinstance(r.overrides, str) else {}
         if str(over.get("backend", "")).startswith("serve:"): said.append("each round's model served (`serve:`, the stand-in)")
         corpus = re.search(r"--passages (\d+)", str(r.command))  # FFRR reads no MedRAG passage: its corpus size is moot
