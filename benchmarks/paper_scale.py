@@ -812,8 +812,8 @@ FFRR_NOTEBOOKS = ("table1_datasets", "table2_verification", "fig4_effect_of_k", 
 
 TRAINER_NOTE = ("† the peak is the TRL trainer's step, not the data stages: the paper's batch (4 examples of up to 2,048 tokens; "
                 "SimPO's 4 pairs are 8 sequences) in fp32 on the CPU, seen in `py-spy dump` at the peak (table5_simpo: `CPOTrainer.concatenated_forward`); "
-                "before the first step the run holds 2–4 GB, after it the allocator keeps most of the step's memory, so RSS stays "
-                "near the peak without growing with rounds or questions. On a workstation that step's memory is the GPU's.")
+                "before the first step the run holds 1–4 GB; after it the allocator keeps much of the step's memory (8–13 GB between "
+                "steps), with no upward trend over the rounds. On a workstation that step's memory is the GPU's.")
 
 TRAINER_PEAK = ("table3_sft", "table5_simpo")  # the notebooks whose peak RSS is the trainer's step (the † footnote)
 
