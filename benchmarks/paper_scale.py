@@ -808,7 +808,7 @@ def _num(x: float, unit: str = "") -> str:
 def _minutes(s: float) -> str: return "—" if s != s else f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s"
 
 
-FFRR_NOTEBOOKS = ("table1_datasets", "table2_verification", "fig4_effect_of_k", "fig5_final_reward", "validation_sweeps")
+FFRR_NOTEBOOKS = {p.stem for p in (REPO / "nbs" / "papers" / "ffrr").glob("*.ipynb")}  # they read no MedRAG passage
 
 TRAINER_NOTE = ("† the peak is the TRL trainer's step, not the data stages: the paper's batch (4 examples of up to 2,048 tokens; "
                 "SimPO's 4 pairs are 8 sequences) in fp32 on the CPU, seen in `py-spy dump` at the peak (table5_simpo: `CPOTrainer.concatenated_forward`); "
@@ -844,10 +844,11 @@ def notebook_table(path: Path) -> str:
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
             lines.append(f"| {art} | `{nb}` | {int(r.questions) if r.questions == r.questions else '—'} | failed: {why} | | | | | | | |")
             continue
-        said = [f"capped at {int(r.max_train_steps)} step{'s' * (int(r.max_train_steps) != 1)} (`max_train_steps`)"] if nb in ("table3_sft", "table5_simpo", *FFRR_NOTEBOOKS[1:]) else []
         over = json.loads(r.overrides) if isinstance(r.overrides, str) else {}
+        capped = "max_steps" in over or "train_overrides" in over  # rehearsal.yaml's training caps, as the row ran them
+        said = [f"capped at {int(r.max_train_steps)} step{'s' * (int(r.max_train_steps) != 1)} (`max_train_steps`)"] if capped else []
         if str(over.get("backend", "")).startswith("serve:"): said.append("each round's model served (`serve:`, the stand-in)")
-        corpus = re.search(r"--passages (\d+)", str(r.command))  # FFRR reads no MedRAG passage: its corpus size is moot
+        corpus = re.search(r"--passages (\d+)", str(r.command))
         if corpus and int(corpus[1]) != 1_000_000 and nb not in FFRR_NOTEBOOKS: said.append(f"a {int(corpus[1]):,}-passage corpus")
         changed = {k: v for k, v in over.items() if k not in ROUTINE_OVERRIDES + PART_PARAMS}  # --set: stated in the table
         training = "; ".join(said + [f"{k} {v}" for k, v in sorted(changed.items())]) or "—"
