@@ -88,6 +88,13 @@ def standin_command(work: Path, latency: float = 0.0, support_rate: float = 0.97
             f" --model {{name}} --tokenizer {{model}} --latency-per-token {latency:g} --support-rate {support_rate:g}")
 
 
+def portable(text: str) -> str:
+    """`text` (a row's overrides) without this machine's folders: the repository's files named in-repo (the serve:
+    stand-in), the models folder as the profile names it, `${LEAF_NB_MODELS}`."""
+    from leaf_nb.llm import embedded_dir
+    return text.replace(str(REPO) + "/", "").replace(str(embedded_dir().parent), "${LEAF_NB_MODELS}")
+
+
 def concrete_profile(data: Path, work: Path, steps: int, src: Path = PROFILE, free_ports: bool = False,
                      latency: float = 0.0, support_rate: float = 0.97) -> tuple[Path, dict, dict]:
     """The rehearsal profile with its `${...}` filled in (and, with `free_ports`, each server port moved to a free one, so
@@ -418,7 +425,7 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
            "peak_anon_gb": round(res["peak_anon_gb"], 3), "cache_mb": round(cache_mb(cache), 1),
            "other_busy_cpus": max(busy, res["other_busy_during"]),  # before the run, or over it: the larger
            "max_train_steps": a.max_train_steps,
-           "overrides": json.dumps(over, sort_keys=True).replace(str(REPO) + "/", "")}  # the serve: stand-in, named in-repo
+           "overrides": portable(json.dumps(over, sort_keys=True))}
     by_model: dict[str, dict] = {}
     groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [requests, completion tokens]
     keys = {} if keep_keys else None

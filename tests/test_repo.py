@@ -284,6 +284,24 @@ def test_reader_checks_catch_each_failure():
 
 
 
+def test_no_machine_folder_in_committed_files():
+    """No tracked file names this machine's folders (the home folder, the checkout): a row, a notebook output or a
+    profile written on one machine must read the same on every other. /tmp paths of a benchmark's scratch data are
+    fine; they say where a run put its files, not whose machine it was."""
+    import subprocess
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    needles = [str(ROOT) + "/"] + ([str(Path.home()) + "/"] if len(Path.home().parts) > 1 else [])
+    bad = []
+    for name in filter(None, files.split("\0")):
+        path = ROOT / name
+        if not path.is_file() or path.stat().st_size > 20_000_000: continue
+        try: text = path.read_text()
+        except UnicodeDecodeError: continue  # a binary file
+        for needle in needles:
+            if needle in text: bad.append(f"{name}: {needle}")
+    assert not bad, bad
+
+
 def test_committed_notebooks_read_well():
     """No Quarto markup, 6-decimal floats or NaN-heavy tables in outputs, no empty figure, no clipped assert line, anywhere;
     no code line over `MAX_LINE` in a paper notebook or the tour."""
