@@ -18,9 +18,9 @@ from typing import Any, Iterable
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SECRET_FIELDS', 'RECORD_OPS', 'NOT_MODEL_FILES', 'NOT_MODEL_DIRS', 'canonical_json', 'request_key', 'keyed',
-           'default_cache_path', 'CacheError', 'Cache', 'CacheWriter', 'read_record', 'default_digest_path',
-           'file_digest', 'folder_fingerprint', 'identity']
+__all__ = ['SECRET_FIELDS', 'RECORD_OPS', 'NOT_MODEL_FILES', 'NOT_MODEL_DIRS', 'SOURCE_FILE', 'canonical_json', 'request_key',
+           'keyed', 'default_cache_path', 'CacheError', 'Cache', 'CacheWriter', 'read_record', 'default_digest_path',
+           'file_digest', 'folder_fingerprint', 'mark_source', 'identity']
 
 # %% ../nbs/api/00_cache.ipynb #72867769
 SECRET_FIELDS = frozenset({"api_key", "apikey", "authorization", "password", "secret", "token"})
@@ -328,14 +328,10 @@ def file_digest(path: str | Path,  # any file
 NOT_MODEL_FILES = ("trainer_state.json", "training_args.bin", "leaf_nb_train.json", "optimizer.pt", "optimizer.bin", "scheduler.pt",
                    "scaler.pt", "rng_state*.pth", "README*", "*.md", "*.log", "*.lock", "*.tmp")  # never part of a fingerprint
 NOT_MODEL_DIRS = ("checkpoint-*", "runs", "logs", "__pycache__")  # sub-folders skipped (plus hidden ones)
+SOURCE_FILE = ".leaf_nb_source.json"  # what `mark_source` writes; hidden, so never part of a fingerprint itself
 
-def folder_fingerprint(folder: str | Path,  # a model, tokenizer, encoder or checkpoint folder
-                       memo: str | Path | None | bool = True,  # passed to `file_digest`
-                      ) -> str:
-    "SHA-256 over (relative path, content hash) of the files that decide what a model folder computes."
+def _files_fingerprint(folder: Path, memo) -> str:
     import fnmatch
-    folder = Path(folder).expanduser()
-    if not folder.is_dir(): raise FileNotFoundError(f"{folder} is not a folder")
     files = []
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder)
@@ -345,6 +341,32 @@ def folder_fingerprint(folder: str | Path,  # a model, tokenizer, encoder or che
         files.append((rel.as_posix(), file_digest(p, memo)))
     if not files: raise FileNotFoundError(f"{folder} holds no model files")
     return request_key({"files": files})
+
+def folder_fingerprint(folder: str | Path,  # a model, tokenizer, encoder or checkpoint folder
+                       memo: str | Path | None | bool = True,  # passed to `file_digest`
+                      ) -> str:
+    """SHA-256 over (relative path, content hash) of the files that decide what a model folder computes; or, while
+    those files are as `mark_source` found them, the source it recorded."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir(): raise FileNotFoundError(f"{folder} is not a folder")
+    fp = _files_fingerprint(folder, memo)
+    try: mark = json.loads((folder / SOURCE_FILE).read_text())
+    except (OSError, ValueError): return fp  # no record (or an unreadable one): the files name the folder
+    return mark["source"] if isinstance(mark, dict) and mark.get("files") == fp and mark.get("source") else fp
+
+
+# %% ../nbs/api/00_cache.ipynb #ada4d77b
+def mark_source(folder: str | Path,  # a model folder, complete
+                source: str,  # a hex digest of what made it: the file it was converted from, the inputs it was trained on
+                memo: str | Path | None | bool = True,  # passed to `file_digest`
+               ) -> str:
+    "Name `folder` by `source` while its files stay as they are now (see `folder_fingerprint`); returns `source`."
+    folder = Path(folder).expanduser()
+    tmp = folder / f"{SOURCE_FILE}.{os.getpid()}.partial"  # hidden too, and one per process: writers never collide
+    tmp.write_text(json.dumps({"source": source, "files": _files_fingerprint(folder, memo)}))
+    os.replace(tmp, folder / SOURCE_FILE)
+    return source
+
 
 # %% ../nbs/api/00_cache.ipynb #da72c468
 def identity(digest: str,  # a fingerprint or file hash

@@ -29,6 +29,7 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, keyed, request_key
+from .cache import SOURCE_FILE, mark_source
 
 # %% auto #0
 __all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'chat_text', 'user', 'GenRequest', 'label_probs',
@@ -640,10 +641,14 @@ def embedded_dir(root: str | Path | None = None,  # default: $LEAF_NB_MODELS, el
 
     transformers reads the GGUF metadata slowly (about 40 s on two cores); the converted folder
     (tokenizer, chat template, float32 safetensors, 517 MB) loads in under a second. The weights are the
-    same dequantised tensors, so outputs do not change."""
+    same dequantised tensors, so outputs do not change. The folder is named (`folder_fingerprint`) by the GGUF
+    file's digest, as `Embedded` is, not by the bytes this machine's conversion wrote: `hf:` + this folder is the
+    embedded model under the same identity on every machine, and a record of its calls answers everywhere."""
     root = Path(root or os.environ.get("LEAF_NB_MODELS") or default_cache_path().parent / "models").expanduser()
     out = root / "SmolLM2-135M-Instruct-Q4_1"
-    if (out / "model.safetensors").exists(): return out
+    if (out / "model.safetensors").exists():
+        if not (out / SOURCE_FILE).exists(): mark_source(out, file_digest(embedded_gguf()))  # converted by an older leaf-nb
+        return out
     from transformers import AutoModelForCausalLM, AutoTokenizer
     gguf = embedded_gguf()
     kw = dict(gguf_file=gguf.name, local_files_only=True)
@@ -656,6 +661,7 @@ def embedded_dir(root: str | Path | None = None,  # default: $LEAF_NB_MODELS, el
     model.generation_config = src.generation_config
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=root.mkdir(parents=True, exist_ok=True) or root))
     model.save_pretrained(tmp); tok.save_pretrained(tmp)
+    mark_source(tmp, file_digest(gguf))
     try: os.replace(tmp, out)  # atomic: a crash never leaves a half-written model folder
     except OSError: shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
     return out

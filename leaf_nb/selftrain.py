@@ -30,7 +30,7 @@ import pandas as pd
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, folder_fingerprint, identity, request_key
+from .cache import Cache, default_cache_path, folder_fingerprint, identity, mark_source, request_key
 from .data import Question, load_medqa_jsonl, load_questions
 from .evaluate import correctness, wilcoxon
 from .factcheck import PAPER_LEAF, FactCheckResult, FactCheckSettings, fact_check, question_context
@@ -432,6 +432,8 @@ def build_test_reward_model(out_dir: str | Path,  # the folder is created inside
     tok = AutoTokenizer.from_pretrained(str(src), local_files_only=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
     model.save_pretrained(tmp); tok.save_pretrained(tmp)
+    # named by its recipe, not by the bytes this transformers wrote (config.json carries its version)
+    mark_source(tmp, request_key({"test_reward_model": folder_fingerprint(src), "seed": seed}))
     try: os.replace(tmp, out)
     except OSError: shutil.rmtree(tmp, ignore_errors=True)  # another process made it first
     return out
@@ -535,7 +537,7 @@ class TrainResult:
     "the trainer's log history (loss per logging step)"
 
     def lm(self, **kwargs) -> Transformers:
-        "The trained model as an LM backend (cache entries keyed by the fingerprinted folder name)."
+        "The trained model as an LM backend: cache entries keyed by `fingerprint`, the folder's `mark_source` record."
         return Transformers(self.path, **kwargs)
 
     @classmethod
@@ -691,6 +693,7 @@ def _train_here(method, base, tok, recs, dropped, s, fp, final, run_dir, progres
                     "dropped": dropped, "resumed_from": resumed, "log": trainer.state.log_history,
                     "base": _model_name(base), "settings": asdict(s)}
             (tmp / TRAIN_META).write_text(json.dumps(meta, indent=1, default=str))
+            mark_source(tmp, fp)  # named by what it was trained from and on, not by this machine's float bits
             if final.exists(): shutil.rmtree(final)
             os.replace(tmp, final)  # the model appears whole or not at all
             shutil.rmtree(run_dir, ignore_errors=True)  # checkpoints only serve to resume; the run is complete

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from leaf_nb.cache import Cache
+from leaf_nb.cache import Cache, mark_source
 from leaf_nb.llm import LlamaCppServer, OpenAICompatible, Transformers, load_llm
 
 WORDS = ["[UNK]", "[PAD]", "</s>", "the", "heart", "pumps", "blood", "insulin", "lowers", "glucose", "liver", "kidney"]
@@ -58,6 +58,22 @@ def test_same_model_copied_or_renamed_hits_the_cache(tmp_path):
     lm_m, out_m = generate(moved, cache)
     assert lm_m.identity == lm_a.identity
     assert lm_m.calls == 0 and out_m == out_a
+
+
+def test_a_converted_or_trained_folder_is_named_by_its_source(tmp_path):
+    """Two machines convert (or train) the same model and write other float bits: marked with the source they were
+    made from, both get one identity, so the calls one recorded answer the other; a file changed afterwards, the
+    files name the folder again."""
+    cache = Cache(tmp_path / "cache.sqlite")
+    here, there = tiny_model(tmp_path / "here" / "final", seed=1), tiny_model(tmp_path / "there" / "final", seed=2)
+    for folder in (here, there): mark_source(folder, "ab" * 32)
+    lm_here, out_here = generate(here, cache)
+    lm_there, out_there = generate(there, cache)
+    assert lm_here.identity == lm_there.identity == "sha256:" + "ab" * 8
+    assert (lm_here.calls, lm_there.calls) == (2, 0) and out_there == out_here
+    tiny_model(there, seed=3)  # retrained in place after it was marked
+    lm_changed, _ = generate(there, cache)
+    assert lm_changed.identity != lm_here.identity and lm_changed.calls == 2
 
 
 def test_missing_model_folder_is_named(tmp_path):
