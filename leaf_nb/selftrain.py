@@ -348,12 +348,14 @@ def _encode(self: RewardModelScorer, tok, prompt: str, answer: str) -> dict:
 def _local(self: RewardModelScorer, pairs: list[tuple[str, str]]):
     import torch
     model, tok = self.load()
-    enc = [self._encode(tok, p, a) for p, a in pairs]
-    order = sorted(range(len(enc)), key=lambda i: len(enc[i]["input_ids"]))
+    # batches of similar length, longest last; only the lengths are kept and each batch is encoded again: every
+    # pair's token lists held at once took ~100 kB a pair, GBs for Table 4 (benchmarks/reward_scoring_memory.py)
+    lengths = [len(self._encode(tok, p, a)["input_ids"]) for p, a in pairs]
+    order = sorted(range(len(pairs)), key=lengths.__getitem__)
     tok.padding_side = "right"
     for s in range(0, len(order), self.batch_size):
         b = order[s:s + self.batch_size]
-        batch = tok.pad([enc[i] for i in b], return_tensors="pt").to(model.device)
+        batch = tok.pad([self._encode(tok, *pairs[i]) for i in b], return_tensors="pt").to(model.device)
         with torch.inference_mode():
             out = model(**batch)
         score = getattr(out, "score", None)
