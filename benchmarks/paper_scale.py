@@ -145,6 +145,7 @@ def standin_child(a) -> None:
             key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
             out.write(json.dumps({"t": round(time.time(), 3), "model": body.get("model"), "key": key, "chat": chat,
                                   "max_tokens": body.get("max_tokens"), "bias": bool(body.get("logit_bias")),
+                                  "completions": len(payload["choices"]),  # a completions request may carry a list of prompts
                                   **payload["usage"]}) + "\n")
             return payload, delay
 
@@ -335,7 +336,8 @@ def stage_table(lines: list[dict]) -> dict[tuple[str, str], dict]:
     "(model, stage) -> requests, cached, prompt characters and max_tokens summed, from a dry-run log."
     out: dict[tuple[str, str], dict] = {}
     for l in lines:
-        stage = re.sub(r" \(search \d+\)$", "", l["stage"])  # LEAF's search rounds as one stage
+        stage = re.sub(r", part \d+/\d+$", "", l["stage"])  # fact_check's prompt chunks as one stage
+        stage = re.sub(r" \(search \d+\)$", "", stage)  # LEAF's search rounds as one stage
         s = out.setdefault((l["model"], stage), {"calls": 0, "cached": 0, "prompt_chars": 0, "max_tokens": 0, "ops": set(), "max_tokens_values": set()})
         s["calls"] += 1; s["cached"] += bool(l["cached"]); s["prompt_chars"] += l["prompt_chars"]; s["max_tokens"] += l["max_tokens"]
         s["ops"].add(l["op"]); s["max_tokens_values"].add(l["max_tokens"])
@@ -427,14 +429,14 @@ def rehearse(nb: Path, a, profile: Path, prof: dict, overrides: dict, servers: S
            "max_train_steps": a.max_train_steps,
            "overrides": portable(json.dumps(over, sort_keys=True))}
     by_model: dict[str, dict] = {}
-    groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [requests, completion tokens]
+    groups: dict[tuple, list] = {}  # (model, max_tokens, logit_bias) -> [completions, completion tokens]
     keys = {} if keep_keys else None
     n_sent = 0
     for r in servers.since(mark):
         n_sent += 1
         m = by_model.setdefault(r["model"], {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})
         m["requests"] += 1; m["prompt_tokens"] += r["prompt_tokens"]; m["completion_tokens"] += r["completion_tokens"]
-        g = groups.setdefault((r["model"], r["max_tokens"], r["bias"]), [0, 0]); g[0] += 1; g[1] += r["completion_tokens"]
+        g = groups.setdefault((r["model"], r["max_tokens"], r["bias"]), [0, 0]); g[0] += r.get("completions", 1); g[1] += r["completion_tokens"]
         if keys is not None: keys[r["key"]] = keys.get(r["key"], 0) + 1
     row["http_requests"] = n_sent
     row["prompt_tokens"] = sum(m["prompt_tokens"] for m in by_model.values())

@@ -147,6 +147,10 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     with open(stage_csv) as f: stages = {r["stage"]: r for r in csv.DictReader(f)}
     assert {"answers", "queries", "verdicts", "claims", "check-worthiness", "search questions", "stances"} <= set(stages)
     assert float(stages["answers"]["calls_per_unit"]) == 1.0 and stages["answers"]["unit"] == "question"
+    for r in stages.values():  # one row a stage (fact_check's prompt chunks merged); tokens per completion, not per request
+        assert ", part " not in r["stage"], r["stage"]
+        if r["ops"] == "generate" and r["completion_tokens_per_call"]:
+            assert float(r["completion_tokens_per_call"]) <= max(map(int, re.findall(r"\d+", r["max_tokens_values"]))), r
     with open(out_csv) as f: assert [r["notebook"] for r in csv.DictReader(f)] == ["table1_filtered_accuracy"]
 
 
