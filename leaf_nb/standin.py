@@ -193,11 +193,12 @@ def _tokens(text: str) -> int: return (len(text) + 3) // 4  # about four charact
 
 # %% ../nbs/api/18_standin.ipynb #6e521825
 def _folder_digest(folder: Path) -> str:
-    "SHA-256 (16 hex digits) of a tokenizer folder's small files (weights skipped): what decides its tokens and template."
+    """SHA-256 (16 hex digits) of a tokenizer folder's small files (weights and hidden files skipped): what decides its
+    tokens and template. A hidden file is leaf-nb's own bookkeeping (`cache.mark_source`'s record), never a token."""
     if not folder.is_dir(): raise FileNotFoundError(f"tokenizer folder {folder} does not exist")
     h = hashlib.sha256()
     for p in sorted(folder.iterdir()):
-        if p.is_file() and p.suffix not in (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx"):
+        if p.is_file() and not p.name.startswith(".") and p.suffix not in (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx"):
             h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 

@@ -67,6 +67,20 @@ def test_models_lists_every_name_with_an_identity(plain):
     assert a != b and a.startswith("standin@sha256:")
 
 
+def test_a_tokenizer_folders_bookkeeping_leaves_the_identity_as_it_was(tmp_path):
+    """The stand-in's identity hashes its tokenizer folder's files; leaf-nb's hidden source record (written into the
+    embedded model's folder by embedded_dir) is not one of them, so marking a folder keeps a rehearsal's cache valid."""
+    import shutil
+    from leaf_nb.cache import mark_source
+    from leaf_nb.standin import _folder_digest
+    folder = Path(shutil.copytree(embedded_dir(), tmp_path / "tok", ignore=shutil.ignore_patterns("*.safetensors", ".*")))
+    before = _folder_digest(folder)
+    mark_source(folder, "ab" * 32)
+    assert (folder / ".leaf_nb_source.json").exists() and _folder_digest(folder) == before
+    (folder / "tokenizer_config.json").write_text("{}")
+    assert _folder_digest(folder) != before
+
+
 def test_list_prompts_get_their_choices_in_order(plain):
     prompts = [f"Drug {i} lowers blood pressure." for i in range(5)]
     r = client(plain).completions.create(model="standin", prompt=prompts, n=2, max_tokens=64, temperature=0.8, seed=4)
