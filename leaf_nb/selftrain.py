@@ -349,7 +349,7 @@ def _local(self: RewardModelScorer, pairs: list[tuple[str, str]]):
     import torch
     model, tok = self.load()
     # batches of similar length, longest last; only the lengths are kept and each batch is encoded again: every
-    # pair's token lists held at once took ~100 kB a pair, GBs for Table 4 (benchmarks/reward_scoring_memory.py)
+    # pair's token lists held at once took ~90 kB a pair, GBs for Table 4 (benchmarks/reward_scoring_memory.py)
     lengths = [len(self._encode(tok, p, a)["input_ids"]) for p, a in pairs]
     order = sorted(range(len(pairs)), key=lengths.__getitem__)
     tok.padding_side = "right"
