@@ -45,8 +45,8 @@ __all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIM
            'rank_samples', 'preference_pairs', 'sft_dataset', 'RewardModelScorer', 'load_reward_model',
            'build_test_reward_model', 'TrainSettings', 'SFTSettings', 'SimPOSettings', 'NoTrainingData', 'TrainResult',
            'default_selftrain_dir', 'train_sft', 'train_simpo', 'simpo_loss', 'accuracy_table', 'question_picks',
-           'ranking_delta', 'ranking_table', 'SelfTrainResult', 'self_train', 'ServedFolder', 'round_model',
-           'DatasetRuns', 'self_train_datasets', 'main']
+           'ranking_delta', 'ranking_table', 'SelfTrainResult', 'round_dir', 'self_train', 'ServedFolder',
+           'round_model', 'DatasetRuns', 'self_train_datasets', 'main']
 
 # %% ../nbs/api/11_selftrain.ipynb #91678cb9
 @dataclass(frozen=True)
@@ -83,6 +83,10 @@ def _append_jsonl(path: Path, rows: list[dict]) -> None:
         f.flush(); os.fsync(f.fileno())
 
 # %% ../nbs/api/11_selftrain.ipynb #d32a279a
+def _sample_stamp(llm: LM, s: SampleSettings) -> dict:
+    "What every sample row records of how it was drawn; rows of one file must agree on it."
+    return {"model": llm.model_id, "model_identity": llm.identity, "temperature": float(s.temperature), "max_tokens": int(s.max_tokens), "seed": s.seed}
+
 def sample_answers(questions: Sequence[Question],  # the questions to answer
                    llm: LM,  # the model being self-trained (any backend)
                    settings: SampleSettings = PAPER_SAMPLING,
@@ -92,7 +96,7 @@ def sample_answers(questions: Sequence[Question],  # the questions to answer
                   ) -> pd.DataFrame:
     "`settings.n` answers per question, one row each: one batched `generate` call per batch of questions, all through the cache."
     s = settings
-    stamp = {"model": llm.model_id, "model_identity": llm.identity, "temperature": float(s.temperature), "max_tokens": int(s.max_tokens), "seed": s.seed}
+    stamp = _sample_stamp(llm, s)
     path = Path(out) if out else None
     done: dict[tuple, list[dict]] = {}
     if path is not None:
@@ -859,6 +863,10 @@ class SelfTrainResult:
     models: list
     "the model folder of each round, round 0 first"
 
+def round_dir(work: Path, r: int, lm: LM, sampling: SampleSettings) -> Path:
+    "Round r's folder under `work`, named by how its samples are drawn: another model (or an upgrade that changes its identity) gets its own."
+    return Path(work) / f"round{r}-{hashlib.sha256(json.dumps(_sample_stamp(lm, sampling), sort_keys=True).encode()).hexdigest()[:12]}"
+
 def _round_data(lm: LM, r: int, train_questions, checker, cname: str, scorer, method: str, sampling: SampleSettings, seed: int,
                 rdir: Path, progress: bool, prompts=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     "Round r's samples of the current model, checked (and scored), its SFT examples or SimPO pairs, and its metrics row."
@@ -927,7 +935,7 @@ def _self_train(serve, release, current: Path, train_questions, eval_questions, 
     metrics = [{"round": 0, "model": lm.model_id, "status": "base", "accuracy": answers[0].correct.mean(), "n_train": 0}]
     samples, models = [], [current]
     for r in range(1, rounds + 1):
-        rows, data, row = _round_data(lm, r, train_questions, checker, cname, scorer, method, sampling, settings.seed, work / f"round{r}",
+        rows, data, row = _round_data(lm, r, train_questions, checker, cname, scorer, method, sampling, settings.seed, round_dir(work, r, lm, sampling),
                                       progress, prompts)
         samples.append(rows)
         if row["n_train"] == 0:  # nothing to learn from: recorded, and the loop stops (the next round would sample the same model)
