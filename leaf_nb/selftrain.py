@@ -865,7 +865,7 @@ class SelfTrainResult:
 
 def round_dir(work: Path, r: int, lm: LM, sampling: SampleSettings) -> Path:
     "Round r's folder under `work`, named by how its samples are drawn: another model (or an upgrade that changes its identity) gets its own."
-    return Path(work) / f"round{r}-{hashlib.sha256(json.dumps(_sample_stamp(lm, sampling), sort_keys=True).encode()).hexdigest()[:12]}"
+    return Path(work) / f"round{r}-{request_key(_sample_stamp(lm, sampling))[:12]}"
 
 def _round_data(lm: LM, r: int, train_questions, checker, cname: str, scorer, method: str, sampling: SampleSettings, seed: int,
                 rdir: Path, progress: bool, prompts=None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
