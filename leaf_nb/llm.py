@@ -446,27 +446,50 @@ def tokenizer(self: OpenAICompatible):
 
 # %% ../nbs/api/01_llm.ipynb #76886fce
 @patch
-def _score(self: OpenAICompatible, pair) -> float:
-    prompt, label = pair
-    tok = self.tokenizer
-    text = chat_text(tok, prompt)
-    total = 0.0
+def _forced(self: OpenAICompatible, choice: dict, want: str) -> tuple[float, str]:
+    "The log-probability and the text of the token `logit_bias` forced, read from one choice of a label-scoring reply."
+    lp = (choice.get("logprobs") or {}).get("token_logprobs")
+    if not lp or lp[0] is None:
+        raise LMError(f"server {self.base_url} returned no log-probabilities for completions (logprobs=1)")
+    if choice.get("text") != want:
+        raise LMError(f"server {self.base_url} ignored logit_bias: asked for token {want!r}, got {choice.get('text')!r}")
+    return lp[0], choice["text"]
+
+@patch
+def _score_list(self: OpenAICompatible, texts: list[str], label: str, chat: bool) -> list[float]:
+    """log P(label | text) for each rendered text: per token of the label, one `/completions` request whose `logit_bias`
+    forces that token after every text (a single text goes as a plain string, which every server takes)."""
+    tok, texts, totals = self.tokenizer, list(texts), [0.0] * len(texts)
     for t in tok(label, add_special_tokens=False)["input_ids"]:
-        choices = self._post("/completions", prompt=text, max_tokens=1, temperature=0.0, logprobs=1,
-                             logit_bias={str(t): 100}).get("choices")
+        out = self._post("/completions", prompt=texts if len(texts) > 1 else texts[0], max_tokens=1, temperature=0.0,
+                         logprobs=1, logit_bias={str(t): 100}, add_special_tokens=False if chat else None)
+        choices = sorted(out.get("choices") or [], key=lambda c: c.get("index", -1))
         if not choices: raise LMError(f"server {self.base_url} answered a label-scoring completion with no choices")
-        lp = (choices[0].get("logprobs") or {}).get("token_logprobs")
-        if not lp or lp[0] is None:
-            raise LMError(f"server {self.base_url} returned no log-probabilities for completions (logprobs=1)")
-        if choices[0].get("text") != tok.decode([t]):
-            raise LMError(f"server {self.base_url} ignored logit_bias: asked for token {tok.decode([t])!r}, got {choices[0].get('text')!r}")
-        total, text = total + lp[0], text + choices[0]["text"]
-    return total
+        if len(texts) > 1 and [c.get("index") for c in choices] != list(range(len(texts))):
+            raise LMError(f"server {self.base_url} answered {len(choices)} choices (indices {[c.get('index') for c in choices][:8]}) "
+                          f"for a list of {len(texts)} label-scoring prompts")
+        want = tok.decode([t])
+        for k, c in enumerate(choices[:len(texts)]):
+            lp, piece = self._forced(c, want)
+            totals[k], texts[k] = totals[k] + lp, texts[k] + piece
+    return totals
+
+@patch
+def _score_jobs(self: OpenAICompatible, pairs) -> list[tuple[bool, str, list[int]]]:
+    "How label scoring travels: `(chat, label, pair positions)` per job; `batch_size` prompts of one label a job, in prompt order."
+    groups = {}
+    for i, (p, l) in enumerate(pairs): groups.setdefault((not isinstance(p, str), l), []).append(i)
+    jobs = [(chat, l, g[s:s + self.batch_size]) for (chat, l), g in groups.items() for s in range(0, len(g), self.batch_size)]
+    return sorted(jobs, key=lambda job: job[2][0])
 
 @patch
 def _label_logprobs(self: OpenAICompatible, pairs):
-    self.tokenizer  # resolve (and load) it once, before the worker threads need it
-    yield from _run_pool(self._score, pairs, self.max_concurrency, f"server {self.base_url}")
+    tok = self.tokenizer  # resolve (and load) it once, before the worker threads need it
+    jobs = self._score_jobs(pairs)
+    send = lambda job: self._score_list([chat_text(tok, pairs[i][0]) for i in job[2]], job[1], job[0])
+    for j, totals in _run_pool(send, jobs, self.max_concurrency, f"server {self.base_url}"):
+        yield from zip(jobs[j][2], totals)
+
 
 # %% ../nbs/api/01_llm.ipynb #b4206015
 class Transformers(LM):

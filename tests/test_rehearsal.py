@@ -93,7 +93,7 @@ def test_table4_rehearsal_samples_from_the_served_standin(tmp_path):
     files = [nb.with_name("table4_ranking_delta.paper.yaml")]
     profile, prof, overrides = paper_scale.concrete_profile(tmp_path / "data", tmp_path, 2, free_ports=True)
     params = run_parameters(nb, profile=str(profile), files=files, overrides=paper_scale.notebook_overrides(nb, overrides))
-    m = re.fullmatch(r"openai:http://127\.0\.0\.1:(\d+)/v1#(.+)", params["model"])
+    m = re.fullmatch(r"openai:http://127\.0\.0\.1:(\d+)/v1#([^?]+)\?batch_size=32", params["model"])  # lists, as h100.yaml's server
     assert m and m[2] in paper_scale.served(prof["models"])[int(m[1])]["names"]  # a port paper_scale.py starts a stand-in on
     assert run_parameters(nb, profile="h100", files=files)["model"].startswith("hf:")
 
