@@ -300,12 +300,15 @@ class OpenAICompatible(LM):
                  timeout: float = 120.0,  # seconds per attempt
                  tokenizer=None,  # the served model's HF tokenizer, its folder, or a function returning either; needed by `label_logprobs`
                  batch_size: int = 1,  # prompts per request; above 1, prompts go to /completions as lists (chat ones rendered: needs `tokenizer`)
+                 echo_from: int | None = None,  # continuations of this many tokens or more are scored in one request that echoes the prompt's log-probabilities (vLLM); None: token by token
                  cache: Cache | str | Path | None = None,
                  progress: bool = True,
                  identity: str | None = None,  # what the model is, for servers that do not say (`openai:URL#name@identity`); None: ask `/models`
                 ):
         super().__init__(model, cache, progress, identity=None if identity is None else f"{model}@{identity}")
         if batch_size < 1: raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if echo_from is not None and echo_from < 1: raise ValueError(f"echo_from must be at least 1 (or None), got {echo_from}")
+        self.echo_from = echo_from
         self.base_url, self.max_concurrency, self.batch_size = base_url.rstrip("/"), max_concurrency, batch_size
         self.max_retries, self.timeout = max_retries, timeout
         self._api_key, self._client, self._tokenizer = api_key, None, tokenizer
@@ -475,10 +478,14 @@ def _score_list(self: OpenAICompatible, texts: list[str], label: str, chat: bool
     return totals
 
 @patch
-def _score_jobs(self: OpenAICompatible, pairs) -> list[tuple[bool, str, list[int]]]:
-    "How label scoring travels: `(chat, label, pair positions)` per job; `batch_size` prompts of one label a job, in prompt order."
-    groups = {}
-    for i, (p, l) in enumerate(pairs): groups.setdefault((not isinstance(p, str), l), []).append(i)
+def _score_jobs(self: OpenAICompatible, pairs) -> list[tuple[bool, str | None, list[int]]]:
+    """How label scoring travels: `(chat, label, pair positions)` per job, `batch_size` prompts of one label a job, in
+    prompt order; label None: continuations of `echo_from` tokens or more, `batch_size` to an echoed request."""
+    groups, lengths = {}, {}
+    for i, (p, l) in enumerate(pairs):
+        if self.echo_from and l not in lengths: lengths[l] = len(self.tokenizer(l, add_special_tokens=False)["input_ids"])
+        echoed = bool(self.echo_from) and lengths[l] >= self.echo_from
+        groups.setdefault((not isinstance(p, str), None if echoed else l), []).append(i)
     jobs = [(chat, l, g[s:s + self.batch_size]) for (chat, l), g in groups.items() for s in range(0, len(g), self.batch_size)]
     return sorted(jobs, key=lambda job: job[2][0])
 
@@ -486,9 +493,34 @@ def _score_jobs(self: OpenAICompatible, pairs) -> list[tuple[bool, str, list[int
 def _label_logprobs(self: OpenAICompatible, pairs):
     tok = self.tokenizer  # resolve (and load) it once, before the worker threads need it
     jobs = self._score_jobs(pairs)
-    send = lambda job: self._score_list([chat_text(tok, pairs[i][0]) for i in job[2]], job[1], job[0])
+    send = lambda job: (self._echo_list([pairs[i] for i in job[2]]) if job[1] is None else
+                        self._score_list([chat_text(tok, pairs[i][0]) for i in job[2]], job[1], job[0]))
     for j, totals in _run_pool(send, jobs, self.max_concurrency, f"server {self.base_url}"):
         yield from zip(jobs[j][2], totals)
+
+
+# %% ../nbs/api/01_llm.ipynb #1c15b802
+@patch
+def _echo_list(self: OpenAICompatible, items: list[tuple[Prompt, str]]) -> list[float]:
+    "log P(continuation | prompt) for each pair, in one `/completions` request of token-id prompts with `echo` and `logprobs`."
+    tok, seqs, spans = self.tokenizer, [], []
+    for p, l in items:
+        ctx = tok(chat_text(tok, p), add_special_tokens=isinstance(p, str))["input_ids"]
+        seqs.append(ctx + tok(l, add_special_tokens=False)["input_ids"]); spans.append(len(ctx))
+    out = self._post("/completions", prompt=seqs, max_tokens=1, temperature=0.0, logprobs=1, echo=True)
+    choices = sorted(out.get("choices") or [], key=lambda c: c.get("index", -1))
+    if [c.get("index") for c in choices] != list(range(len(seqs))):
+        raise LMError(f"server {self.base_url} answered {len(choices)} choices (indices {[c.get('index') for c in choices][:8]}) "
+                      f"for a list of {len(seqs)} echoed prompts")
+    totals = []
+    for c, ids, at in zip(choices, seqs, spans):
+        lps = (c.get("logprobs") or {}).get("token_logprobs") or []
+        mine = lps[at:len(ids)]
+        if len(lps) < len(ids) or any(x is None for x in mine):
+            raise LMError(f"server {self.base_url} did not echo the log-probabilities of a {len(ids)}-token prompt (got {len(lps)}); "
+                          "it may not take token-id prompts with echo: score token by token (no echo_from)")
+        totals.append(float(sum(mine)))
+    return totals
 
 
 # %% ../nbs/api/01_llm.ipynb #b4206015
@@ -828,10 +860,11 @@ def stop(self: LlamaCppServer) -> None:
         self.log.close(); Path(self.log.name).unlink(missing_ok=True); self.log = None
 
 # %% ../nbs/api/01_llm.ipynb #2dbf6861
-SPEC_OPTIONS = {"batch_size": "prompts per request", "max_concurrency": "requests in flight"}  # what an openai: spec may set
+SPEC_OPTIONS = {"batch_size": "prompts per request", "max_concurrency": "requests in flight",  # what an openai: spec may set
+                "echo_from": "continuations of this many tokens scored by echo"}
 
 def openai_spec(spec: str) -> tuple[str, str, str, dict[str, int]]:
-    """`(url, model, identity, options)` of `openai:URL#MODEL[@IDENTITY][?batch_size=N&max_concurrency=N]`: the options
+    """`(url, model, identity, options)` of `openai:URL#MODEL[@IDENTITY][?batch_size=N&max_concurrency=N&echo_from=N]`: the options
     are `OpenAICompatible`'s, so that a profile's one string says how hard to drive its server."""
     from urllib.parse import parse_qsl
     kind, _, rest = spec.partition(":")

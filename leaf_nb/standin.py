@@ -24,8 +24,8 @@ from typing import Sequence
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FORMAT', 'structure', 'option_letters', 'content_words', 'reply', 'render_chat', 'biased_reply', 'HTTPError',
-           'Replies', 'main', 'StandinServer']
+__all__ = ['FORMAT', 'structure', 'option_letters', 'content_words', 'reply', 'render_chat', 'biased_reply', 'echo_logprobs',
+           'HTTPError', 'Replies', 'main', 'StandinServer']
 
 # %% ../nbs/api/18_standin.ipynb #87236e36
 FORMAT = 1  # the reply format's version: part of each served model's identity, so a new format never reads old cached replies
@@ -184,6 +184,20 @@ def biased_reply(prompt: str, token: int, tokenizer, seed: int = 0) -> tuple[str
     rng = _rng(prompt, seed, -1 - token)
     return tokenizer.decode([token]), round(-0.05 - 5.95 * rng.random(), 6)
 
+# %% ../nbs/api/18_standin.ipynb #69761a0a
+def echo_logprobs(ids: Sequence[int],  # a token-id prompt
+                  seed: int = 0,
+                 ) -> list[float | None]:
+    "The log-probability of each token of `ids` after the ones before it (None for the first), drawn in [-6, -0.05]."
+    h, out = hashlib.blake2b(f"{FORMAT}\0{seed}\0echo\0".encode(), digest_size=8), [None]
+    for j, t in enumerate(ids):
+        if j:
+            step = h.copy(); step.update(int(t).to_bytes(4, "little", signed=True))
+            out.append(round(-0.05 - 5.95 * int.from_bytes(step.digest(), "little") / 2.0 ** 64, 6))
+        h.update(int(t).to_bytes(4, "little", signed=True))
+    return out
+
+
 # %% ../nbs/api/18_standin.ipynb #1698ee82
 class HTTPError(Exception):
     "A request the stand-in refuses, with the status and message vLLM would give."
@@ -261,9 +275,10 @@ def complete(self: Replies, body: dict, chat: bool = False) -> tuple[dict, float
         prompts = [render_chat(body["messages"], self.tokenizer)]
     else:
         p = body.get("prompt")
+        if body.get("echo"): return self.echo(body, p), 0.0
         prompts = [p] if isinstance(p, str) else p
         if not isinstance(prompts, list) or not prompts or not all(isinstance(x, str) for x in prompts):
-            raise HTTPError(400, "`prompt` must be a string or a non-empty list of strings (token-id prompts are not served)")
+            raise HTTPError(400, "`prompt` must be a string or a non-empty list of strings (token-id prompts are served with echo only)")
     bias = body.get("logit_bias")
     if bias and self.tokenizer is None:
         raise HTTPError(400, "logit_bias needs the stand-in started with a tokenizer (--tokenizer FOLDER) to decode the forced token")
@@ -292,6 +307,35 @@ def complete(self: Replies, body: dict, chat: bool = False) -> tuple[dict, float
              "created": int(time.time()), "model": body["model"], "choices": choices,
              "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used}},
             self.latency_per_token * longest)
+
+# %% ../nbs/api/18_standin.ipynb #165e8733
+def _id_prompts(p) -> list[list[int]]:
+    "A token-id prompt (a list of ints) or a list of them, as lists of ints; anything else refused."
+    seqs = [p] if isinstance(p, list) and p and all(isinstance(t, int) for t in p) else p
+    if not isinstance(seqs, list) or not seqs or not all(isinstance(s, list) and s and all(isinstance(t, int) and not isinstance(t, bool)
+                                                                                           for t in s) for s in seqs):
+        raise HTTPError(400, "the stand-in echoes token-id prompts only: `prompt` a list of token ids or a list of such lists")
+    return seqs
+
+@patch
+def echo(self: Replies, body: dict, p) -> dict:
+    "A completions reply with `echo`: each prompt's text and the log-probability of each of its tokens, then one generated token."
+    if self.tokenizer is None: raise HTTPError(400, "echo needs the stand-in started with a tokenizer (--tokenizer FOLDER)")
+    if body.get("logprobs") is None: raise HTTPError(400, "the stand-in echoes log-probabilities: give `logprobs`")
+    if int(body.get("n") or 1) != 1: raise HTTPError(400, "echo takes n=1")
+    seqs, end = _id_prompts(p), self.tokenizer.eos_token_id or 0
+    choices = []
+    for i, ids in enumerate(seqs):
+        lps = echo_logprobs([*ids, end], self.seed)
+        tokens = self.tokenizer.convert_ids_to_tokens([*ids, end])
+        choices.append({"index": i, "finish_reason": "length", "text": self.tokenizer.decode([*ids, end]),
+                        "logprobs": {"tokens": tokens, "token_logprobs": lps,
+                                     "top_logprobs": [None] + [{tok: lp} for tok, lp in zip(tokens[1:], lps[1:])], "text_offset": None}})
+    self.served += 1
+    prompt_tokens = sum(map(len, seqs))
+    return {"id": f"cmpl-standin-{self.served}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
+            "choices": choices, "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(seqs), "total_tokens": prompt_tokens + len(seqs)}}
+
 
 # %% ../nbs/api/18_standin.ipynb #d8a3759e
 @patch

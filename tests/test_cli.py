@@ -1,5 +1,6 @@
 "The `leaf-nb` console script, as a user runs it."
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,8 +8,9 @@ from pathlib import Path
 LEAF_NB = str(Path(sys.executable).with_name("leaf-nb"))
 
 
-def run(*args, timeout=900):
-    return subprocess.run([LEAF_NB, *args], capture_output=True, text=True, timeout=timeout)
+def run(*args, timeout=900, env=None):
+    return subprocess.run([LEAF_NB, *args], capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_generate_embedded(tmp_path):
@@ -138,7 +140,9 @@ def test_reproduce_stops_at_the_call_budget(tmp_path):
 def test_reproduce_all_on_the_smoke_profile(tmp_path):
     "Every paper notebook through papermill on its smoke defaults, each model call replayed, outputs kept apart."
     from leaf_nb.runs import paper_notebooks
-    out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), timeout=1500)
+    # a cache of its own (and so selftrain/ beside it): what earlier runs left in ~/.cache/leaf-nb cannot change the result
+    out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), timeout=1500,
+              env={"LEAF_NB_CACHE": str(tmp_path / "cache" / "cache.sqlite")})
     assert out.returncode == 0, out.stderr[-3000:]
     n = len(paper_notebooks())
     assert f"[{n}/{n}]" in out.stderr and out.stdout.count("ran ") == n
