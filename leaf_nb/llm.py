@@ -478,22 +478,24 @@ def _score_list(self: OpenAICompatible, texts: list[str], label: str, chat: bool
     return totals
 
 @patch
-def _score_jobs(self: OpenAICompatible, pairs) -> list[tuple[bool, str | None, list[int]]]:
+def _score_jobs(self: OpenAICompatible, pairs,
+                label_ids: dict | None = None,  # label -> its token ids, where the caller has them (else tokenised here, with `echo_from`)
+               ) -> list[tuple[bool, str | None, list[int]]]:
     """How label scoring travels: `(chat, label, pair positions)` per job, `batch_size` prompts of one label a job, in
     prompt order; label None: continuations of `echo_from` tokens or more, `batch_size` to an echoed request."""
-    groups, lengths = {}, {}
+    groups, label_ids = {}, {} if label_ids is None else label_ids
     for i, (p, l) in enumerate(pairs):
-        if self.echo_from and l not in lengths: lengths[l] = len(self.tokenizer(l, add_special_tokens=False)["input_ids"])
-        echoed = bool(self.echo_from) and lengths[l] >= self.echo_from
+        if self.echo_from and l not in label_ids: label_ids[l] = self.tokenizer(l, add_special_tokens=False)["input_ids"]
+        echoed = bool(self.echo_from) and len(label_ids[l]) >= self.echo_from
         groups.setdefault((not isinstance(p, str), None if echoed else l), []).append(i)
     jobs = [(chat, l, g[s:s + self.batch_size]) for (chat, l), g in groups.items() for s in range(0, len(g), self.batch_size)]
     return sorted(jobs, key=lambda job: job[2][0])
 
 @patch
 def _label_logprobs(self: OpenAICompatible, pairs):
-    tok = self.tokenizer  # resolve (and load) it once, before the worker threads need it
-    jobs = self._score_jobs(pairs)
-    send = lambda job: (self._echo_list([pairs[i] for i in job[2]]) if job[1] is None else
+    tok, label_ids = self.tokenizer, {}  # resolve (and load) it once, before the worker threads need it
+    jobs = self._score_jobs(pairs, label_ids)  # with echo_from, each label's ids, tokenised once for both uses
+    send = lambda job: (self._echo_list([pairs[i] for i in job[2]], label_ids) if job[1] is None else
                         self._score_list([chat_text(tok, pairs[i][0]) for i in job[2]], job[1], job[0]))
     for j, totals in _run_pool(send, jobs, self.max_concurrency, f"server {self.base_url}"):
         yield from zip(jobs[j][2], totals)
@@ -501,12 +503,15 @@ def _label_logprobs(self: OpenAICompatible, pairs):
 
 # %% ../nbs/api/01_llm.ipynb #1c15b802
 @patch
-def _echo_list(self: OpenAICompatible, items: list[tuple[Prompt, str]]) -> list[float]:
+def _echo_list(self: OpenAICompatible, items: list[tuple[Prompt, str]],
+               label_ids: dict | None = None,  # continuation -> its token ids, where the caller has them
+              ) -> list[float]:
     "log P(continuation | prompt) for each pair, in one `/completions` request of token-id prompts with `echo` and `logprobs`."
-    tok, seqs, spans = self.tokenizer, [], []
+    tok, seqs, spans, label_ids = self.tokenizer, [], [], label_ids or {}
     for p, l in items:
         ctx = tok(chat_text(tok, p), add_special_tokens=isinstance(p, str))["input_ids"]
-        seqs.append(ctx + tok(l, add_special_tokens=False)["input_ids"]); spans.append(len(ctx))
+        ids = label_ids[l] if l in label_ids else tok(l, add_special_tokens=False)["input_ids"]
+        seqs.append(ctx + ids); spans.append(len(ctx))
     out = self._post("/completions", prompt=seqs, max_tokens=1, temperature=0.0, logprobs=1, echo=True)
     choices = sorted(out.get("choices") or [], key=lambda c: c.get("index", -1))
     if [c.get("index") for c in choices] != list(range(len(seqs))):
