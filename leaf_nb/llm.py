@@ -28,7 +28,7 @@ import numpy as np
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 
-from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, keyed, request_key
+from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, identity, request_key
 from .cache import SOURCE_FILE, mark_source
 
 # %% auto #0
@@ -88,7 +88,7 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                   computed=None,  # called once per computed result (e.g. to count backend calls)
                  ) -> list:
     "Results for `reqs`: cached ones read, identical requests computed once, each new result stored as it arrives (`Cache.writer`)."
-    keys, texts = zip(*map(keyed, dicts)) if dicts else ((), ())
+    keys = [request_key(d) for d in dicts]  # keys only: a stage's requests are not all held as JSON at once
     found = cache.get_many(keys) if cache is not None else {}
     todo = {}  # key -> index of its first request: identical requests are computed once
     for i, k in enumerate(keys):
@@ -102,7 +102,7 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                 i = idx[j]
                 if computed is not None: computed()
                 found[keys[i]] = value
-                if writer is not None: writer.put(keys[i], value, dicts[i], texts[i])
+                if writer is not None: writer.put(keys[i], value, dicts[i])  # its JSON made again, for this one
                 bar.update()
         finally:
             bar.close()
