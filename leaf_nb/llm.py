@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.request
 import warnings
+from array import array
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -485,7 +486,8 @@ def _score_jobs(self: OpenAICompatible, pairs,
     prompt order; label None: continuations of `echo_from` tokens or more, `batch_size` to an echoed request."""
     groups, label_ids = {}, {} if label_ids is None else label_ids
     for i, (p, l) in enumerate(pairs):
-        if self.echo_from and l not in label_ids: label_ids[l] = self.tokenizer(l, add_special_tokens=False)["input_ids"]
+        if self.echo_from and l not in label_ids:  # as C ints (4 bytes a token, not 36): a stage holds every answer's ids
+            label_ids[l] = array("i", self.tokenizer(l, add_special_tokens=False)["input_ids"])
         echoed = bool(self.echo_from) and len(label_ids[l]) >= self.echo_from
         groups.setdefault((not isinstance(p, str), None if echoed else l), []).append(i)
     jobs = [(chat, l, g[s:s + self.batch_size]) for (chat, l), g in groups.items() for s in range(0, len(g), self.batch_size)]
@@ -511,7 +513,7 @@ def _echo_list(self: OpenAICompatible, items: list[tuple[Prompt, str]],
     for p, l in items:
         ctx = tok(chat_text(tok, p), add_special_tokens=isinstance(p, str))["input_ids"]
         ids = label_ids[l] if l in label_ids else tok(l, add_special_tokens=False)["input_ids"]
-        seqs.append(ctx + ids); spans.append(len(ctx))
+        seqs.append(ctx + list(ids)); spans.append(len(ctx))
     out = self._post("/completions", prompt=seqs, max_tokens=1, temperature=0.0, logprobs=1, echo=True)
     choices = sorted(out.get("choices") or [], key=lambda c: c.get("index", -1))
     if [c.get("index") for c in choices] != list(range(len(seqs))):
