@@ -28,12 +28,12 @@ from .llm import LM, load_llm, openai_spec
 from .prompts import Prompts, as_prompts
 
 # %% auto #0
-__all__ = ['PACKAGES', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS', 'TOKENIZER_FILES', 'WEIGHT_FILES', 'CHECK_KINDS',
+__all__ = ['PACKAGES', 'JSONL_ROWS', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS', 'TOKENIZER_FILES', 'WEIGHT_FILES', 'CHECK_KINDS',
            'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'AGREEMENT_FILES', 'PaperSetup', 'paper_setup',
-           'parameter_names', 'Run', 'start_run', 'banner', 'reproduce_command', 'read_profile', 'expand_env',
-           'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'NotebookError', 'reproduce',
-           'paper_notebooks', 'Check', 'effective_parameters', 'needs', 'data_fixes', 'check_one', 'check_runs',
-           'checklist', 'read_calls', 'workload', 'estimate_costs', 'prepare_caches']
+           'parameter_names', 'Run', 'write_jsonl', 'start_run', 'banner', 'reproduce_command', 'read_profile',
+           'expand_env', 'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'NotebookError',
+           'reproduce', 'paper_notebooks', 'Check', 'effective_parameters', 'needs', 'data_fixes', 'check_one',
+           'check_runs', 'checklist', 'read_calls', 'workload', 'estimate_costs', 'prepare_caches']
 
 # %% ../nbs/api/16_runs.ipynb #58923ece
 @dataclass
@@ -152,6 +152,22 @@ def finish(self: Run, models: dict[str, LM] | None = None, index: Any = None, ou
     "Write `<notebook>.provenance.json` beside the outputs."
     path = self.out / f"{self.notebook}.provenance.json"
     path.write_text(json.dumps(self.provenance(models, index, outputs), indent=1, ensure_ascii=False, default=str) + "\n")
+    return path
+
+# %% ../nbs/api/16_runs.ipynb #220d1635
+JSONL_ROWS = 10_000  # rows turned into JSON at once by `write_jsonl` (not stated in any paper; our choice: tens of MB a slice)
+
+def write_jsonl(frame: "pd.DataFrame",  # the rows
+                path: str | Path,  # where they go, one JSON object per line
+                rows: int = JSONL_ROWS,  # rows per slice
+               ) -> Path:
+    "`frame.to_json(path, orient='records', lines=True)`, byte for byte, holding one slice's JSON at a time."
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for start in range(0, len(frame), rows) or [0]:  # no rows: what pandas writes for none
+            f.write(frame.iloc[start:start + rows].to_json(orient="records", lines=True))
+    os.replace(tmp, path)
     return path
 
 # %% ../nbs/api/16_runs.ipynb #280f820f
