@@ -8,7 +8,9 @@ memory depend on the shape, not the values), tokenized by a BPE tokenizer traine
              rating call per sentence) vs `fact_check` batched, chain-of-thought vs log-probability verdicts, in
              checks/s, against the 70 checks/s roofline of 704-token checks (2 x 8.03e9 x 704 FLOP at 790 TFLOP/s).
   simpo      `benchmarks/simpo_step.py` at Llama-3-8B with gradient checkpointing: peak memory, s/step.
-  ffrr       `benchmarks/ffrr_step.py` with a RoBERTa-base policy encoder and the Llama-3-8B-shaped verifier.
+  ffrr       `benchmarks/ffrr_step.py` with a RoBERTa-base policy encoder and the Llama-3-8B-shaped verifier; first,
+             `benchmarks/policy_refresh.py`'s measure of `Policy.refresh()` over 4,096 documents of about 256 tokens
+             with that encoder: tokenizing at every refresh against from kept tokens (`keep_tokens`), docs/s each.
 Each section runs in its own process under a time limit; the script watches `--budget-s` (default 420) and
 records a section it has no time for as skipped; the JSON is rewritten after every section, so a run cut short
 keeps what it measured. A section whose packages are missing is skipped and says which ("missing: trl").
@@ -43,7 +45,8 @@ AFTER: the JSON comes back as gpu_check.json (the log beside it). Put its figure
   nbs/api/06_factcheck.ipynb   (the sequential vs batched table: a row for the 8B model on the H200, CoT and
                                 logprob, checks/s and the ratio to the 70 checks/s roofline),
   nbs/api/11_selftrain.ipynb   (where it says simpo_step.py "has not been run here": peak GiB and s/step at 8B),
-  nbs/api/12_ffrr.ipynb        (the FFRR step cost: s/step and ratings/step per level at GPU scale),
+  nbs/api/12_ffrr.ipynb        (the FFRR step cost: s/step and ratings/step per level at GPU scale; and in the retrieval
+                                policy's section, a refresh's docs/s tokenizing against from kept tokens),
 naming the GPU, torch version and date from the JSON's `environment`, and that weights were random.
 
 On a CPU, `--tiny` runs the same sections on tiny shapes in well under a minute (tests/test_gpu_check.py runs it):
@@ -99,9 +102,9 @@ SIMPO = {  # simpo_step.py's own flags; on the GPU its defaults are the paper's:
 }
 FFRR = {  # ffrr_step.py's flags and the models handed to it; max_length 256 and 120 words per document are PAPER_FFRR's
     "gpu": dict(shape="llama3-8b", encoder="roberta-base", dtype="bfloat16", batch_size=32, levels=["d", "q", "d+q"], steps=2,
-                max_length=256, doc_words=120),
+                max_length=256, doc_words=120, refresh_docs=4096),
     "tiny": dict(shape="tiny", encoder="tiny", dtype="float32", batch_size=8, levels=["d", "q", "d+q"], steps=1, max_length=32,
-                 doc_words=30),
+                 doc_words=30, refresh_docs=96),
 }
 
 
@@ -234,8 +237,11 @@ def summary(report: dict) -> str:
             return "; ".join(f"{x.get('shape')}: " + (x["error"] if "error" in x else f"{x.get('median_step_seconds', float('nan')):.3g} s/step"
                              + (f", peak {x['peak_memory_gib']:.1f} GiB" if x.get("peak_memory_gib") is not None else ""))
                              for x in r.get("simpo_step", []))
-        return "; ".join(f"{x.get('level')} {x.get('cache')}: {x.get('s/step')} s/step, {x.get('ratings/step')} ratings/step"
-                         for x in r.get("ffrr_step", []))
+        ref = r.get("refresh") or {}
+        return "; ".join(([f"refresh {ref['tokenizing_docs_per_s']} docs/s tokenizing, {ref['kept_docs_per_s']} from kept tokens"]
+                          if "kept_docs_per_s" in ref else [])
+                         + [f"{x.get('level')} {x.get('cache')}: {x.get('s/step')} s/step, {x.get('ratings/step')} ratings/step"
+                            for x in r.get("ffrr_step", [])])
     lines = ["| section | status | figures |", "|---|---|---|"]
     for name, s in report["sections"].items():
         try: figs = figures(name, s.get("results", {}))
@@ -415,6 +421,10 @@ def ffrr(a, rec: Recorder, device: str) -> None:
                       "policy": f"random {P['encoder']} sentence-transformers encoder, mean pooling"})
     with tempfile.TemporaryDirectory(prefix="gpu-check-ffrr-") as work:
         encoder = parts.encoder_folder(P["encoder"], tok, Path(work) / "encoder")
+        import policy_refresh
+        pool = parts.refresh_pool(P["refresh_docs"])
+        rec.set("refresh", {"encoder": f"random {P['encoder']}", "max_length": P["max_length"],
+                            **policy_refresh.measure(pool, str(encoder), P["max_length"], repeats=1)})
         # ffrr_step.main builds the embedded SmolLM2 and MiniLM, which are not on the GPU machine: hand it ours instead
         ffrr_step.embedded = lambda cache=None, progress=False: parts.in_memory_lm(model, tok, f"{P['shape']}-random", P["batch_size"], cache)
         leaf_nb.retrieve.embedded_encoder = lambda: encoder

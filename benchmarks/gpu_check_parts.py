@@ -159,6 +159,14 @@ def corpus_answers(n_sentences: int, per_answer: int = 4) -> list[str]:
     return [" ".join(sents[i:i + per_answer]) for i in range(0, n_sentences, per_answer)]
 
 
+def refresh_pool(n: int) -> list[dict]:
+    """`n` distinct documents for FFRR's policy to embed, each three consecutive shipped passages (about 250 words, so
+    about 256 tokens at PAPER_FFRR's max_length) and its number."""
+    docs = corpus_docs()
+    return [{"id": f"refresh/{i}", "title": "", "content": " ".join(docs[(i + j) % len(docs)]["content"] for j in range(3)) + f" ({i})"}
+            for i in range(n)]
+
+
 def encoder_folder(shape: str, tok, folder: Path) -> Path:
     "A random-weight RoBERTa of `shape` saved with `tok` as a sentence-transformers folder (mean pooling), for `Policy(encoder=folder)`."
     import torch

@@ -403,20 +403,26 @@ class Policy:
                  batch_size: int = 64,  # texts per encoder batch when (re-)embedding the corpus
                  progress: bool = True,
                  normalize: bool = False,  # unit-normalise embeddings before the dot product (§5 uses the raw dot product)
+                 keep_tokens: bool = True,  # keep D tokenized after the first embedding (about 4 bytes a token), so a refresh only runs the encoder
                 ):
         self.corpus = as_corpus(corpus, progress=False)
         if len(self.corpus) == 0: raise ValueError("the policy needs at least one document")
         if tau <= 0: raise ValueError(f"tau must be positive, got {tau}")
         self.encoder_ref, self.device, self.tau, self.max_length = encoder, device, tau, max_length
-        self.batch_size, self.progress, self.normalize = batch_size, progress, normalize
+        self.batch_size, self.progress, self.normalize, self.keep_tokens = batch_size, progress, normalize, keep_tokens
+        self._batches = None  # D's tokenized batches, made by the first refresh (`keep_tokens`)
         self.set_encoder(load_encoder(encoder, device))
 
 # %% ../nbs/api/12_ffrr.ipynb #ea5d31f9
 @patch
-def set_encoder(self: Policy, model) -> None:
-    "Use `model` (a `SentenceTransformer`) as h, in eval mode (no dropout: the policy that samples is the one differentiated), and re-embed D."
+def set_encoder(self: Policy,
+                model,  # a `SentenceTransformer`
+                same_tokenizer: bool = False,  # True: `model` tokenizes as the current one does (a checkpoint of it), so D's kept tokens still hold
+               ) -> None:
+    "Use `model` as h, in eval mode (no dropout: the policy that samples is the one differentiated), and re-embed D."
     self.model = model.eval()
     self.model.max_seq_length = self.max_length
+    if not same_tokenizer: self._batches = None
     self.refresh()
 
 @patch
@@ -437,17 +443,52 @@ def encode(self: Policy, texts: Sequence[str], grad: bool = False):
     return torch.nn.functional.normalize(e, dim=-1) if self.normalize else e
 
 # %% ../nbs/api/12_ffrr.ipynb #35b2e3fb
+def _compact(v):
+    "A feature tensor in the smallest integer type that holds its values (token ids, masks), to be restored exactly by `_restore`."
+    import torch
+    if not isinstance(v, torch.Tensor) or v.dtype.is_floating_point or v.dtype == torch.bool or not v.numel(): return v, None
+    lo, hi = int(v.min()), int(v.max())
+    small = next(t for t in (np.uint8, np.uint16, np.int32, np.int64)
+                 if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+    return v.cpu().numpy().astype(small), v.dtype
+
+def _restore(v, dtype):
+    import torch
+    return v if dtype is None else torch.from_numpy(v).to(dtype)
+
+@patch
+def _tokenized_batches(self: Policy) -> Iterator[tuple[np.ndarray, dict]]:
+    """D as the encoder's batches: (rows, features) in the order `SentenceTransformer.encode` makes them when given D in
+    chunks of 16 batches (longest text first within a chunk), so the embeddings are bit for bit what `encode` returns."""
+    prep = getattr(self.model, "preprocess", None) or self.model.tokenize  # sentence-transformers 6 renamed tokenize
+    texts, n, chunk = self.corpus.iter_contents(), len(self.corpus), self.batch_size * 16
+    for s in range(0, n, chunk):
+        part = [next(texts) for _ in range(min(chunk, n - s))]
+        order = np.argsort([-len(t) for t in part])  # sentence-transformers' own order (by characters)
+        for b in range(0, len(part), self.batch_size):
+            rows = order[b:b + self.batch_size]
+            yield s + rows, {k: _compact(v) for k, v in prep([part[i] for i in rows]).items()}
+
 @patch
 def refresh(self: Policy) -> None:
-    "Re-embed every document with the current encoder and rebuild the FAISS index (done at each epoch's end)."
-    import faiss
-    texts = self.corpus.iter_contents()
-    n, chunk, parts = len(self.corpus), self.batch_size * 16, []
-    with tqdm(total=n, desc="embed documents", disable=not self.progress or n < 2000, leave=False) as bar:
-        for s in range(0, n, chunk):
-            parts.append(self.encode([next(texts) for _ in range(min(chunk, n - s))]).cpu().numpy())
-            bar.update(min(chunk, n - s))
-    emb = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+    """Re-embed every document with the current encoder and rebuild the FAISS index (done at each epoch's end). With
+    `keep_tokens`, D is tokenized once, at the first refresh (its tokens do not change while the encoder learns) and later
+    refreshes only run the encoder; what that saves is measured by `benchmarks/policy_refresh.py`."""
+    import faiss, torch
+    batches = self._batches if self._batches is not None else self._tokenized_batches()
+    kept, emb = [], None
+    with torch.inference_mode(), tqdm(total=len(self.corpus), desc="embed documents", leave=False,
+                                      disable=not self.progress or len(self.corpus) < 2000) as bar:
+        for rows, feats in batches:
+            if self.keep_tokens and self._batches is None: kept.append((rows, feats))
+            full = {k: _restore(*v) for k, v in feats.items()}
+            out = self.model({k: v.to(self.model.device) if isinstance(v, torch.Tensor) else v
+                              for k, v in full.items()})["sentence_embedding"].float()
+            out = (torch.nn.functional.normalize(out, dim=-1) if self.normalize else out).cpu().numpy()
+            if emb is None: emb = np.empty((len(self.corpus), out.shape[1]), dtype=np.float32)
+            emb[rows] = out
+            bar.update(len(rows))
+    if self.keep_tokens and self._batches is None: self._batches = kept
     self.index = faiss.IndexFlatIP(emb.shape[1])
     self.index.add(emb)
 
@@ -820,7 +861,7 @@ def _resume(self: FFRRTrainer):
     for key in ("settings", "claims", "policy", "frozen", "total_steps"):
         if state[key] != want[key]:
             raise ValueError(f"{self.out_dir} holds a run with other {key} ({state[key]} != {want[key]}): use another out_dir or remove it")
-    self.policy.set_encoder(load_encoder(ck / "encoder", self.policy.device))
+    self.policy.set_encoder(load_encoder(ck / "encoder", self.policy.device), same_tokenizer=True)  # saved from this policy's encoder
     state["dir"] = ck
     return state
 

@@ -51,6 +51,8 @@ def test_tiny_run_writes_every_section(tmp_path):
         else:
             assert r["setup"]["levels"] == ["d", "q", "d+q"] and r["argv"][:4] == ["--levels", "d", "q", "d+q"]
             assert {x["level"] for x in r["ffrr_step"]} == {"d", "q", "d+q"} and all(x["s/step"] >= 0 for x in r["ffrr_step"])
+            ref = r["refresh"]  # the policy's refresh, tokenizing against from kept tokens: the same embeddings
+            assert ref["docs"] == 96 and ref["identical"] is True and ref["kept_docs_per_s"] > 0 and ref["kept_bytes_per_doc"] > 0
     assert "| section | status | figures |" in stdout
 
 
