@@ -38,6 +38,7 @@ from .fcrag import AnswerSettings, plain_answers
 from .llm import LM, LMError, OpenAICompatible, Transformers, free_port, load_llm, through_cache, user
 from .prompts import Prompts, answer_prompt, as_prompts, parse_option
 from .retrieve import Retriever
+from .runs import write_jsonl
 
 # %% auto #0
 __all__ = ['PAPER_SAMPLING', 'PAPER_SFT', 'PAPER_SIMPO', 'SMOKE_SFT', 'SMOKE_SIMPO', 'PRESETS', 'TRAIN_META', 'TIES',
@@ -352,13 +353,15 @@ def _encode(self: RewardModelScorer, tok, prompt: str, answer: str) -> dict:
 def _local(self: RewardModelScorer, pairs: list[tuple[str, str]]):
     import torch
     model, tok = self.load()
-    # batches of similar length, longest last; only the lengths are kept and each batch is encoded again: every
-    # pair's token lists held at once took ~90 kB a pair, GBs for Table 4 (benchmarks/reward_scoring_memory.py)
+    # batches of similar length; only the lengths are kept and each batch is encoded again: every pair's token
+    # lists held at once took ~90 kB a pair, GBs for Table 4 (benchmarks/reward_scoring_memory.py)
     lengths = [len(self._encode(tok, p, a)["input_ids"]) for p, a in pairs]
     order = sorted(range(len(pairs)), key=lengths.__getitem__)
+    batches = [order[s:s + self.batch_size] for s in range(0, len(order), self.batch_size)]
     tok.padding_side = "right"
-    for s in range(0, len(order), self.batch_size):
-        b = order[s:s + self.batch_size]
+    # the longest batch first: the smaller ones after it fit in the memory it freed, where each batch a little longer
+    # than the last grew the heap (Table 4's rehearsal: 5.2 to 9.9 GB); the same batches, so the same scores
+    for b in reversed(batches):
         batch = tok.pad([self._encode(tok, *pairs[i]) for i in b], return_tensors="pt").to(model.device)
         with torch.inference_mode():
             out = model(**batch)
@@ -873,7 +876,7 @@ def _round_data(lm: LM, r: int, train_questions, checker, cname: str, scorer, me
     s = sample_answers(train_questions, lm, sampling, out=rdir / "samples.jsonl", progress=progress, prompts=prompts)
     rows, _ = check_samples(s, checker, cname)
     if not isinstance(scorer, str): rows = scorer.add_scores(rows)
-    rows.assign(round=r).to_json(rdir / "checked.jsonl", orient="records", lines=True)
+    write_jsonl(rows.assign(round=r), rdir / "checked.jsonl")  # a slice of JSON at a time, not all 38k answers' at once
     data = sft_dataset(rows, scorer, seed=seed) if method == "sft" else preference_pairs(rows, scorer, seed=seed)
     n_train = len(data) if method == "sft" else int((data.status == "ok").sum())
     row = {"round": r, "n_samples": len(rows), "pass_rate": rows[f"{cname}_passed"].mean(),
