@@ -11,8 +11,8 @@ It then measures the order of the batches. Table 4's rehearsal grew from 5.2 to 
 ran its batches shortest first: each batch a little longer than the one before needs a block that the blocks freed
 before it cannot hold, so the heap grows. `_local` now runs the same batches longest first. Two fresh processes score
 the same pairs (their lengths spread evenly up to the model's 512 tokens, as sampled answers are) on two threads,
-one in each order; each reports its peak RSS over the loaded model, and the scores are compared. Bytes, not time:
-the figures hold on a busy machine.
+one in each order; each reports its peak RSS over the loaded model and its scoring time, and the scores are compared.
+The bytes hold on a busy machine; the seconds only on an idle one.
 
     OMP_NUM_THREADS=1 python benchmarks/reward_scoring_memory.py --pairs 3000 --order-pairs 3000
 """
@@ -72,9 +72,11 @@ def child(order: str, n: int, seed: int, threads: int) -> int:
         rm = RewardModelScorer(build_test_reward_model(Path(tmp)), cache=None, progress=False)
         rm.load()
         base = rss()
+        t0 = time.perf_counter()
         scores = dict(rm._local(pairs) if order == "longest" else shortest_first(rm, pairs))
+        seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
-    print(json.dumps({"grew": peak - base, "scores": [scores[i] for i in range(n)]}))
+    print(json.dumps({"grew": peak - base, "seconds": seconds, "scores": [scores[i] for i in range(n)]}))
     return 0
 
 
@@ -131,7 +133,9 @@ def main(argv=None) -> int:
         print(f"batch order, {a.order_pairs:,} pairs of 10-512 tokens on {a.threads} threads, each order in a fresh process: "
               f"peak RSS over the loaded model {short / 1e9:.2f} GB shortest first (the old _local), "
               f"{long_ / 1e9:.2f} GB longest first (the new), {short / max(long_, 1):.1f}x; "
-              f"scores identical: {r['shortest']['scores'] == r['longest']['scores']}")
+              f"scores identical: {r['shortest']['scores'] == r['longest']['scores']}; scoring took "
+              f"{r['shortest']['seconds']:.0f} s shortest first, {r['longest']['seconds']:.0f} s longest first "
+              f"({r['longest']['seconds'] / r['shortest']['seconds']:.2f}x; time only on an idle machine)")
     return 0
 
 
