@@ -84,7 +84,8 @@ def by_order(n: int, seed: int, threads: int) -> dict:
     out = {}
     for order in ("shortest", "longest"):
         r = subprocess.run([sys.executable, __file__, "--child", order, "--order-pairs", str(n), "--seed", str(seed),
-                            "--threads", str(threads)], capture_output=True, text=True, check=True)
+                            "--threads", str(threads)], capture_output=True, text=True)
+        if r.returncode: sys.exit(f"the {order}-first process failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
         out[order] = json.loads(r.stdout.strip().splitlines()[-1])
     return out
 
