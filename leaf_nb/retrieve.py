@@ -652,15 +652,31 @@ class BM25(Retriever):
         self.fingerprint = index_fingerprint(self.kind, self.corpus, self.settings)
 
 # %% ../nbs/api/04_retrieve.ipynb #c5577e3e
+def _rank_ties(scores: np.ndarray,  # one query's score for every passage
+               k: int) -> list[tuple[int, float]]:
+    "The `k` best passages with a score above 0: highest score first, ties in corpus order."
+    cand = np.flatnonzero(scores > 0)
+    order = cand[np.lexsort((cand, -scores[cand]))][:k]
+    return [(int(d), float(scores[d])) for d in order]
+
 @patch
 def _search(self: BM25, queries, k):
     global _numba_compiled
     q = self.tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
     show = self.progress and len(q) >= 1000
     self.model.backend = _scorer(self.backend, len(q), len(self.corpus))  # bm25s reads it on every retrieve
-    docs, scores = self.model.retrieve(q, k=k, n_threads=self.n_threads, show_progress=show)
+    extra = min(k + 1, len(self.corpus))  # one more: whether the k-th passage ties with the next
+    docs, scores = self.model.retrieve(q, k=extra, n_threads=self.n_threads, show_progress=show)
     _numba_compiled |= self.model.backend == "numba"
-    return [[(int(d), float(s)) for d, s in zip(dr, sr) if s > 0] for dr, sr in zip(docs, scores)]
+    out = []
+    for ids, dr, sr in zip(q, docs, scores):
+        order = np.lexsort((dr, -sr))  # score, then corpus position
+        dr, sr = dr[order], sr[order]
+        if extra > k and sr[k - 1] > 0 and sr[k] == sr[k - 1]:  # a tie across the cut: which passages make it is open
+            out.append(_rank_ties(self.model.get_scores_from_ids(ids), k))
+        else:
+            out.append([(int(d), float(s)) for d, s in zip(dr[:k], sr[:k]) if s > 0])
+    return out
 
 # %% ../nbs/api/04_retrieve.ipynb #fa01e6af
 @patch
