@@ -653,9 +653,12 @@ class BM25(Retriever):
 
 # %% ../nbs/api/04_retrieve.ipynb #c5577e3e
 def _rank_ties(scores: np.ndarray,  # one query's score for every passage
-               k: int) -> list[tuple[int, float]]:
+               k: int,
+               floor: float = 0.0,  # a score at or below the k-th best (bm25s's k-th): only passages above it are sorted
+              ) -> list[tuple[int, float]]:
     "The `k` best passages with a score above 0: highest score first, ties in corpus order."
-    cand = np.flatnonzero(scores > 0)
+    cand = np.flatnonzero(scores >= floor) if floor > 0 else np.empty(0, dtype=np.int64)
+    if len(cand) < k: cand = np.flatnonzero(scores > 0)  # no floor, or one above the k-th best after all
     order = cand[np.lexsort((cand, -scores[cand]))][:k]
     return [(int(d), float(scores[d])) for d in order]
 
@@ -673,7 +676,8 @@ def _search(self: BM25, queries, k):
         order = np.lexsort((dr, -sr))  # score, then corpus position
         dr, sr = dr[order], sr[order]
         if extra > k and sr[k - 1] > 0 and sr[k] == sr[k - 1]:  # a tie across the cut: which passages make it is open
-            out.append(_rank_ties(self.model.get_scores_from_ids(ids), k))
+            # (the floor sits a little below bm25s's k-th score, which numba may round differently from numpy)
+            out.append(_rank_ties(self.model.get_scores_from_ids(ids), k, floor=float(sr[k - 1]) * (1 - 1e-4)))
         else:
             out.append([(int(d), float(s)) for d, s in zip(dr[:k], sr[:k]) if s > 0])
     return out
