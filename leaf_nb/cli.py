@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -321,7 +322,8 @@ def _run_sequential(plan: list, args) -> int:
         try:
             res = reproduce(nb, params, dry_run=args.dry_run, max_calls=args.max_calls, kernel=args.kernel, tokens_per_s=args.tokens_per_s)
         except BudgetReached:
-            print(f"{nb.name}: stopped at the budget of {args.max_calls} model calls; every finished call is cached, "
+            budget = args.max_calls if args.max_calls is not None else os.environ.get("LEAF_NB_MAX_CALLS")  # the flag, else the variable
+            print(f"{nb.name}: stopped at the budget of {budget} model calls; every finished call is cached, "
                   "so the same command continues from here", file=sys.stderr)
             return 3
         except NotebookError as e:
