@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LEAF_NB = str(Path(sys.executable).with_name("leaf-nb"))
 # table3_sft, table5_simpo: a dry run trains nothing and samples its later rounds from the base model, whose calls
-# no record holds; tests/test_cli.py checks table1_filtered_accuracy, with the record and without
+# no record holds (tests/test_cli.py's run of every notebook with a budget of 0 model calls checks their records);
+# tests/test_cli.py checks table1_filtered_accuracy, with the record and without
 NOT_HERE = {"table3_sft", "table5_simpo", "table1_filtered_accuracy"}
 RECORDED = sorted(nb for nb in (ROOT / "nbs" / "papers").glob("*/*.ipynb")
                   if (nb.parent / "records" / f"{nb.stem}.jsonl").exists() and nb.stem not in NOT_HERE)
