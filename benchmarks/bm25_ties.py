@@ -52,11 +52,9 @@ def tie_counts(r, queries: list[str], k: int) -> dict:
     return {"ties_in_top_k": int(inside), "ties_across_cut": int(across)}
 
 
-def rate(fn, queries: list[str], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter(); fn(queries); best = min(best, time.perf_counter() - t)
-    return len(queries) / best
+def rate(fn, queries: list[str]) -> float:
+    t = time.perf_counter(); fn(queries)
+    return len(queries) / (time.perf_counter() - t)
 
 
 def measure(name: str, r, queries: list[str], k: int, repeats: int, a_min_timed: int = 5000) -> dict:
@@ -68,8 +66,8 @@ def measure(name: str, r, queries: list[str], k: int, repeats: int, a_min_timed:
     r._search(queries[:50], k); old_search(r, queries[:50], k)  # warm up: numba's compile, the page cache
     old_qps = new_qps = 0.0
     for _ in range(repeats):  # alternately, so that drift in the machine's speed falls on both
-        old_qps = max(old_qps, rate(lambda qs: old_search(r, qs, k), timed, 1))
-        new_qps = max(new_qps, rate(lambda qs: r._search(qs, k), timed, 1))
+        old_qps = max(old_qps, rate(lambda qs: old_search(r, qs, k), timed))
+        new_qps = max(new_qps, rate(lambda qs: r._search(qs, k), timed))
     return {**row, "old_qps": round(old_qps), "new_qps": round(new_qps), "new_over_old": round(new_qps / old_qps, 3)}
 
 
@@ -104,9 +102,10 @@ def main(argv=None) -> int:
     rows = []
     small = BM25(str(ROOT / "data" / "medcorpus.jsonl"), progress=False, n_threads=a.threads)
     fixture = [json.loads(l)["query"] for l in (ROOT / "data" / "retrieval_queries.jsonl").read_text().splitlines() if l.strip()]
+    llm_queries = recorded_queries()
     for k in a.k:
         rows.append(measure("medcorpus, retrieval_queries", small, fixture, k, a.repeats))
-        rows.append(measure("medcorpus, the records' LLM queries", small, recorded_queries(), k, a.repeats))
+        rows.append(measure("medcorpus, the records' LLM queries", small, llm_queries, k, a.repeats))
     if a.passages:
         from retrieval import generate
         with tempfile.TemporaryDirectory(prefix="bm25-ties-") as tmp:

@@ -671,12 +671,14 @@ def _search(self: BM25, queries, k):
     extra = min(k + 1, len(self.corpus))  # one more: whether the k-th passage ties with the next
     docs, scores = self.model.retrieve(q, k=extra, n_threads=self.n_threads, show_progress=show)
     _numba_compiled |= self.model.backend == "numba"
+    docs, scores = np.asarray(docs), np.asarray(scores)
+    order = np.lexsort((docs, -scores), axis=-1)  # each row by score, then corpus position: one sort for the batch
+    docs, scores = np.take_along_axis(docs, order, -1), np.take_along_axis(scores, order, -1)
+    # a tie across the cut leaves open which passages make it (none where bm25s returned only k)
+    cut = (scores[:, k - 1] > 0) & (scores[:, k] == scores[:, k - 1]) if extra > k else np.zeros(len(q), bool)
     out = []
-    for ids, dr, sr in zip(q, docs, scores):
-        order = np.lexsort((dr, -sr))  # score, then corpus position
-        dr, sr = dr[order], sr[order]
-        if extra > k and sr[k - 1] > 0 and sr[k] == sr[k - 1]:  # a tie across the cut: which passages make it is open
-            # (the floor sits a little below bm25s's k-th score, which numba may round differently from numpy)
+    for ids, dr, sr, tied in zip(q, docs, scores, cut):
+        if tied:  # the floor sits a little below bm25s's k-th score, which numba may round differently from numpy
             out.append(_rank_ties(self.model.get_scores_from_ids(ids), k, floor=float(sr[k - 1]) * (1 - 1e-4)))
         else:
             out.append([(int(d), float(s)) for d, s in zip(dr[:k], sr[:k]) if s > 0])
