@@ -541,15 +541,17 @@ def roles(models: dict) -> dict[str, str]:
     return out
 
 
-def units_of(nb: Path, manifest: dict, per: int | None = None) -> tuple[str, int]:
+def units_of(nb: Path, manifest: dict, per: int | None = None, datasets: list[str] | None = None) -> tuple[str, int]:
     """The notebook's unit and how many its paper profile reads: MIRAGE questions of its datasets; MedQA questions
     (Figure 7's six, the worked example's one); FFRR's test claims (Table 1: every claim of all splits; the validation
-    sweeps: the validation claims); the rater-agreement rows of both sets. `per`: at most that many of each dataset."""
+    sweeps: the validation claims); the rater-agreement rows of both sets. `per`: at most that many of each dataset;
+    `datasets`: these of the profile's datasets only (a run's `--set datasets=...`)."""
     import yaml
     paper = nb.parent.name
     unit = UNITS.get(paper, "question")
     cap = (lambda n: min(n, per)) if per else (lambda n: n)
     pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
+    if datasets is not None and "datasets" in pp: pp["datasets"] = [d for d in pp["datasets"] if d in datasets]
     if nb.stem == "rater_agreement":
         ag = manifest.get("agreement") or {}
         return "row", cap(ag.get("factcheck_bench_rows", 0)) + cap(ag.get("healthfc_claims", 0))
@@ -648,6 +650,9 @@ def main(argv=None) -> list[dict]:
                 row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
                 unit, n_units = units_of(nb, manifest)
                 if extra.get("n_questions") and not a.units: n_units = sum(min(extra["n_questions"], v) for d, v in manifest["mirage"].items())
+                if "datasets" in extra and not a.units:  # --set datasets=[...]: a stated part, carried to the profile's datasets
+                    part = units_of(nb, manifest, datasets=extra["datasets"])[1]
+                    if part < n_units: row["full_units"], n_units = n_units, part
                 if a.units:  # a stated part of the paper's data: its share, so the table can carry the counts to the full size
                     full, n_units = n_units, units_of(nb, manifest, per=a.units)[1]
                     row["full_units"] = full
@@ -830,6 +835,12 @@ ROUTINE_OVERRIDES = ("out_dir", "launcher", "train_overrides", "max_steps", "bac
                      "model")  # rehearsal.yaml's, said there
 
 
+def _datasets_set(overrides) -> list | None:
+    "The datasets a row's `--set datasets=...` kept, or None where it ran the profile's own."
+    over = json.loads(overrides) if isinstance(overrides, str) and overrides else {}
+    return over.get("datasets")
+
+
 def notebook_table(path: Path) -> str:
     "Per table and figure, the last full-size rehearsal in paper_scale.csv (or its failure)."
     import pandas as pd
@@ -841,13 +852,18 @@ def notebook_table(path: Path) -> str:
     lines = ["| table / figure | notebook | questions or claims | model calls | HTTP requests | prompt / completion tokens "
              "| harness here | peak RSS (anonymous) | disk: cache + outputs | GPU hours (H100/H200) | training; other changes |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    dagger = False
+    dagger, subsets = False, []
     for nb, art in ARTEFACTS.items():
         rows = d[d.notebook == nb]
         if not len(rows): continue
         ok = rows[rows.rc == 0]
         whole = ok[~(ok.full_units > ok.questions)]  # a full-size run that finished is shown before any part of one
-        r = whole.iloc[-1] if len(whole) else ok.iloc[-1] if len(ok) else rows.iloc[-1]  # else the last part, else the last failure
+        # then a part with every dataset in it (a share, or N of each) before one of some datasets, which carries a single
+        # dataset's cost per claim to the others (FFRR's LIAR-RAW claims take more calls each than RAWFC's)
+        mixed = ok[[_datasets_set(o) is None for o in ok.overrides]]
+        r = (whole.iloc[-1] if len(whole) else mixed.iloc[-1] if len(mixed) else ok.iloc[-1] if len(ok)
+             else rows.iloc[-1])  # else the last part, else the last failure
+        subsets += [(art, nb, x) for x in ok.itertuples() if _datasets_set(x.overrides) is not None and x.Index != r.name]
         if r.rc != 0:
             why = next((x for x in reversed(str(r.error).split(" | ")) if x.strip()), f"exit {r.rc}")[:260] if isinstance(r.error, str) else f"exit {r.rc}"
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
@@ -874,6 +890,12 @@ def notebook_table(path: Path) -> str:
                      f"| {est}{_num(r.prompt_tokens * x)} / {_num(r.completion_tokens * x)} | {_minutes(r.harness_s)}{busy}{' for the part' if part else ''} "
                      f"| {r.peak_rss_gb:.1f}{anon} GB | {_num((r.cache_mb + (r.out_mb if r.out_mb == r.out_mb else 0)) * 2**20, 'B')}{' for the part' if part else ''} | {est}{r.gpu_hours * x:,.1f} | {training} |")
     lines += ["", "\\* taken while other processes kept the machine's two CPUs busy (`other_busy_cpus` in the CSV)."]
+    last = {}
+    for art, nb, x in subsets: last[(nb, tuple(_datasets_set(x.overrides)))] = (art, x)  # the latest run of each subset
+    for (nb, ds), (art, x) in last.items():
+        lines += ["", f"{art} (`{nb}`) also ran {' and '.join(ds)} alone at full size: {int(x.questions):,} of its "
+                      f"{int(x.full_units):,} {'claims' if nb in FFRR_NOTEBOOKS else 'questions'}, {_num(x.calls)} model calls in {_num(x.http_requests)} HTTP "
+                      f"requests, {_minutes(x.harness_s)}{'*' if x.other_busy_cpus >= 0.3 else ''} here, peak RSS {x.peak_rss_gb:.1f} GB."]
     if dagger: lines += ["", TRAINER_NOTE]
     return "\n".join(lines)
 

@@ -221,6 +221,7 @@ def test_a_fraction_run_is_a_part_carried_to_the_real_count(tiny, tmp_path):
     assert {d: sum(v.values()) for d, v in full["claims"].items()} == {"rawfc": 2012, "liar-raw": 12590}  # FFRR paper, Table 1
     vs = REPO / "nbs" / "papers" / "ffrr" / "validation_sweeps.ipynb"
     assert paper_scale.units_of(vs, full) == ("claim", 200 + 1274)  # the validation splits (§6.1.1)
+    assert paper_scale.units_of(vs, full, datasets=["rawfc"]) == ("claim", 200)  # --set datasets=["rawfc"]: RAWFC's alone
     row = dict.fromkeys(paper_scale.COLUMNS, "")
     base = {"rc": 0, "calls": 100, "http_requests": 100, "prompt_tokens": 1000, "completion_tokens": 100, "harness_s": 60,
             "peak_rss_gb": 1.0, "cache_mb": 1.0, "gpu_hours": 0.1, "max_train_steps": 2, "other_busy_cpus": 0.0}
@@ -235,6 +236,13 @@ def test_a_fraction_run_is_a_part_carried_to_the_real_count(tiny, tmp_path):
     assert table({**part, "full_units": ""}) == []  # an older fraction row, with no full count: not a size to show
     whole = {"notebook": "validation_sweeps", "tag": "", "questions": 1474, "full_units": "", "calls": 999}
     assert "| 1,474 | 999 |" in table(whole, part)[0]  # the full run, although the part came later
+    # one dataset alone at full size (--set datasets=...) carries worse than a share of both: the share stays in the
+    # table, and the single dataset's run is said below it
+    alone = {"notebook": "validation_sweeps", "tag": "", "questions": 200, "full_units": 1474, "calls": 77,
+             "overrides": json.dumps({"datasets": ["rawfc"]})}
+    shown = table(part, alone)
+    assert "147 of 1,474 (×10 below)" in shown[0] and "rawfc alone at full size: 200 of its 1,474 claims, 77 model calls" in shown[1]
+    assert "200 of 1,474 (×7 below)" in table(alone)[0] and len(table(alone)) == 1  # the only run: in the table, not repeated
 
 
 def test_the_cost_table_says_what_a_row_ran_differently(tmp_path):
