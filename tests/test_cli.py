@@ -140,13 +140,25 @@ def test_reproduce_stops_at_the_call_budget(tmp_path):
 def test_reproduce_all_on_the_smoke_profile(tmp_path):
     """Every paper notebook through papermill on its smoke defaults, each model call replayed, outputs kept apart.
     A budget of 0 model calls makes a call the record lacks stop the run (exit 3) where it would quietly go to the
-    embedded model: this is the replay check for table3_sft and table5_simpo, which a dry run cannot make (it trains
-    nothing), and it covers every record's real run besides tests/test_records.py's dry runs."""
+    embedded model. This is the check that every committed record still answers its notebook's real run, training
+    included (table3_sft, table5_simpo). A record is keyed by everything that shapes a model call: the model's identity
+    and the prompt, which holds retrieved documents and sentence splits; when an install changes one of them (a
+    converted model folder named by its bytes, a library whose retrieval results feed a prompt), this test fails first.
+    Replayed answers are never written to the cache, so on the one cache of this run a notebook's calls can only be
+    answered by its own record. Re-record with `leaf-nb record NOTEBOOK` (it saves the outputs too)."""
     from leaf_nb.runs import paper_notebooks
     # a cache of its own (and so selftrain/ beside it): what earlier runs left in ~/.cache/leaf-nb cannot change the result
     out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), timeout=1500,
               env={"LEAF_NB_CACHE": str(tmp_path / "cache" / "cache.sqlite"), "LEAF_NB_MAX_CALLS": "0"})
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, ("a model call that no record holds? re-record the notebook named below with "
+                                 "`leaf-nb record NOTEBOOK`\n" + out.stdout[-2000:] + out.stderr[-3000:])
     n = len(paper_notebooks())
     assert f"[{n}/{n}]" in out.stderr and out.stdout.count("ran ") == n
-    assert len(list((tmp_path / "figures" / "smoke").glob("*.provenance.json"))) == n
+    provenance = sorted((tmp_path / "figures" / "smoke").glob("*.provenance.json"))
+    assert len(provenance) == n
+    records = {nb.stem for nb in paper_notebooks() if (nb.parent / "records" / f"{nb.stem}.jsonl").exists()}
+    assert len(records) >= 12
+    for path in provenance:  # each notebook ran on its own record: no model ran, the record answered
+        prov = json.loads(path.read_text())
+        assert all(m.get("calls", 0) == 0 for m in prov["models"].values()), (path.name, prov["models"])
+        assert (prov["replayed_from_record"] > 0) == (prov["notebook"] in records), (path.name, prov["replayed_from_record"])
