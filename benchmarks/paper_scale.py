@@ -841,6 +841,34 @@ def _datasets_set(overrides) -> list | None:
     return over.get("datasets")
 
 
+SUMMED = ("questions", "calls", "http_requests", "prompt_tokens", "completion_tokens", "harness_s", "cache_mb", "out_mb",
+          "gpu_hours")  # what runs of disjoint datasets add up to; their peaks and busy CPUs are the largest of them
+
+
+def _joined(ok):
+    """One full-size row from runs of single datasets (`--set datasets=...`) that together read the notebook's whole count:
+    the latest run of each dataset set, the sets disjoint, their units summing to the full count; None where they do not.
+    With it, the row numbers of those runs; the row's `pieces` names each run's datasets, in the order they ran."""
+    import pandas as pd
+    latest = {}
+    for _, x in ok.iterrows():
+        ds = _datasets_set(x.overrides)
+        if ds is not None and x.full_units == x.full_units: latest[tuple(sorted(ds))] = x
+    runs = sorted(latest.values(), key=lambda x: x.name)
+    named = [d for x in runs for d in _datasets_set(x.overrides)]
+    if len(runs) < 2 or len(set(named)) < len(named) or len({x.full_units for x in runs}) != 1: return None
+    if sum(x.questions for x in runs) != runs[0].full_units: return None
+    j = runs[-1].copy()
+    for c in SUMMED:
+        if c in j: j[c] = pd.Series([x[c] for x in runs], dtype=float).sum()  # NaN (not measured) counts as 0
+    for c in ("peak_rss_gb", "peak_anon_gb", "other_busy_cpus"):
+        if c in j: j[c] = pd.Series([x[c] for x in runs], dtype=float).max()
+    over = json.loads(j.overrides); over.pop("datasets")
+    j["overrides"], j["full_units"] = json.dumps(over), float("nan")
+    j["pieces"] = ", ".join(" and ".join(_datasets_set(x.overrides)) for x in runs)
+    return j, {x.name for x in runs}
+
+
 def notebook_table(path: Path) -> str:
     "Per table and figure, the last full-size rehearsal in paper_scale.csv (or its failure)."
     import pandas as pd
@@ -861,9 +889,12 @@ def notebook_table(path: Path) -> str:
         # then a part with every dataset in it (a share, or N of each) before one of some datasets, which carries a single
         # dataset's cost per claim to the others (FFRR's LIAR-RAW claims take more calls each than RAWFC's)
         mixed = ok[[_datasets_set(o) is None for o in ok.overrides]]
-        r = (whole.iloc[-1] if len(whole) else mixed.iloc[-1] if len(mixed) else ok.iloc[-1] if len(ok)
-             else rows.iloc[-1])  # else the last part, else the last failure
-        subsets += [(art, nb, x) for x in ok.itertuples() if _datasets_set(x.overrides) is not None and x.Index != r.name]
+        # runs of single datasets that add up to the whole count are a full-size run made in pieces, shown as one row
+        joined, members = (_joined(ok) if not len(whole) else None) or (None, set())
+        r = (whole.iloc[-1] if len(whole) else joined if joined is not None else mixed.iloc[-1] if len(mixed)
+             else ok.iloc[-1] if len(ok) else rows.iloc[-1])  # else the last part, else the last failure
+        shown = members or {r.name}
+        subsets += [(art, nb, x) for x in ok.itertuples() if _datasets_set(x.overrides) is not None and x.Index not in shown]
         if r.rc != 0:
             why = next((x for x in reversed(str(r.error).split(" | ")) if x.strip()), f"exit {r.rc}")[:260] if isinstance(r.error, str) else f"exit {r.rc}"
             why = re.sub(r"/(?:tmp|work|root|home)/\S*", "…", why)  # no machine paths in the README
@@ -885,9 +916,11 @@ def notebook_table(path: Path) -> str:
         x = r.full_units / max(1, r.questions) if part else 1.0  # a part: calls, tokens and GPU time carried to the full count
         est = "≈" if part else ""
         units = f"{int(r.questions):,} of {int(r.full_units):,} (×{x:.0f} below)" if part else f"{int(r.questions):,}"
+        pieces = r.get("pieces") if joined is not None else None
+        if pieces: units += f" ({pieces} run apart)"
         calls = f"{est}{_num(r.calls * x)}" if r.calls == r.calls else "—"
         lines.append(f"| {art} | `{nb}` | {units} | {calls} | {est}{_num(r.http_requests * x)} "
-                     f"| {est}{_num(r.prompt_tokens * x)} / {_num(r.completion_tokens * x)} | {_minutes(r.harness_s)}{busy}{' for the part' if part else ''} "
+                     f"| {est}{_num(r.prompt_tokens * x)} / {_num(r.completion_tokens * x)} | {_minutes(r.harness_s)}{busy}{' for the part' if part else ''}{f' in {len(members)} runs' if pieces else ''} "
                      f"| {r.peak_rss_gb:.1f}{anon} GB | {_num((r.cache_mb + (r.out_mb if r.out_mb == r.out_mb else 0)) * 2**20, 'B')}{' for the part' if part else ''} | {est}{r.gpu_hours * x:,.1f} | {training} |")
     lines += ["", "\\* taken while other processes kept the machine's two CPUs busy (`other_busy_cpus` in the CSV)."]
     last = {}

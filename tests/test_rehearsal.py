@@ -243,6 +243,17 @@ def test_a_fraction_run_is_a_part_carried_to_the_real_count(tiny, tmp_path):
     shown = table(part, alone)
     assert "147 of 1,474 (×10 below)" in shown[0] and "rawfc alone at full size: 200 of its 1,474 claims, 77 model calls" in shown[1]
     assert "200 of 1,474 (×7 below)" in table(alone)[0] and len(table(alone)) == 1  # the only run: in the table, not repeated
+    # each dataset alone at full size, the two adding up to the whole count: one full-size row made of both runs, summed
+    # (their peak the larger), and neither said again below it
+    liar = {**alone, "questions": 1274, "calls": 300, "harness_s": 120, "peak_rss_gb": 2.5,
+            "overrides": json.dumps({"datasets": ["liar-raw"]})}
+    (both,) = table(part, alone, liar)
+    assert "| 1,474 (rawfc, liar-raw run apart) | 377 | 200 |" in both and " in 2 runs" in both and "| 2.5 GB |" in both, both
+    assert "≈" not in both and "for the part" not in both
+    short = table(part, alone, {**liar, "questions": 1000})  # 200 + 1,000 is not the whole count: no join
+    assert "147 of 1,474" in short[0] and [l.count("alone at full size") for l in short[1:]] == [1, 1], short
+    twice = table(part, alone, {**liar, "overrides": json.dumps({"datasets": ["rawfc"]})})  # one dataset twice: the latest
+    assert "147 of 1,474" in twice[0] and len(twice) == 2 and "300 model calls" in twice[1], twice
 
 
 def test_the_cost_table_says_what_a_row_ran_differently(tmp_path):
