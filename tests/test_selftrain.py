@@ -399,3 +399,18 @@ def test_accuracy_table_has_two_decimals_as_leaf_reports_them():
     rows = pd.DataFrame({"method": ["m"] * 3 + ["n"] * 3, "dataset": "medqa", "correct": [1.0, 0.0, 0.0, 1.0, 1.0, 0.0]})
     t = accuracy_table(rows, ["m", "n"], ["medqa"])
     assert t.medqa.tolist() == [33.33, 66.67] and t.Average.tolist() == [33.33, 66.67]
+
+
+def test_reward_scoring_speed_benchmark_splits_the_time(tmp_path):
+    """benchmarks/reward_scoring_speed.py on a few synthetic pairs and the test reward model: one fresh process, the
+    time split into its parts, the forward passes' arithmetic counted, the row appended (figures, not a speed bound)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "reward_scoring_speed.py"
+    out = tmp_path / "speed.csv"
+    r = subprocess.run([sys.executable, str(script), "--pairs", "6", "--threads", "1", "--batch-size", "4", "--csv", str(out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = pd.read_csv(out).to_dict("records")
+    assert (row["source"], row["pairs"], row["threads"], row["batch_size"]) == ("synthetic", 6, 1, 4)
+    assert row["forward_s"] > 0 and row["lengths_s"] >= 0 and row["gflop_per_s"] > 0 and 0 <= row["padded_share"] < 1
+    assert math.isclose(row["total_s"], row["lengths_s"] + row["forward_s"] + row["other_s"], abs_tol=0.02)
+    assert row["mean_tokens"] > 10 and "1 thread(s): 6 pairs (synthetic)" in r.stdout
