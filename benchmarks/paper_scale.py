@@ -903,6 +903,10 @@ def notebook_table(path: Path) -> str:
         over = json.loads(r.overrides) if isinstance(r.overrides, str) else {}
         capped = "max_steps" in over or "train_overrides" in over  # rehearsal.yaml's training caps, as the row ran them
         said = [f"capped at {int(r.max_train_steps)} step{'s' * (int(r.max_train_steps) != 1)} (`max_train_steps`)"] if capped else []
+        # other trainer settings a run set (`--set train_overrides=...`, e.g. a smaller batch): said, and the † footnote,
+        # which is about the paper's batch, left off
+        trainer = {k: v for k, v in (over.get("train_overrides") or {}).items() if k != "max_steps"}
+        if trainer: said.append("trainer " + ", ".join(f"{k} {v}" for k, v in sorted(trainer.items())))
         if str(over.get("backend", "")).startswith("serve:"): said.append("each round's model served (`serve:`, the stand-in)")
         corpus = re.search(r"--passages (\d+)", str(r.command))
         if corpus and int(corpus[1]) != 1_000_000 and nb not in FFRR_NOTEBOOKS: said.append(f"a {int(corpus[1]):,}-passage corpus")
@@ -910,8 +914,8 @@ def notebook_table(path: Path) -> str:
         training = "; ".join(said + [f"{k} {v}" for k, v in sorted(changed.items())]) or "—"
         busy = "" if r.other_busy_cpus != r.other_busy_cpus or r.other_busy_cpus < 0.3 else "*"
         anon = f" ({r.peak_anon_gb:.1f})" if "peak_anon_gb" in r and r.peak_anon_gb == r.peak_anon_gb else ""
-        anon += "†" if nb in TRAINER_PEAK else ""
-        dagger = dagger or nb in TRAINER_PEAK
+        anon += "†" if nb in TRAINER_PEAK and not trainer else ""
+        dagger = dagger or (nb in TRAINER_PEAK and not trainer)
         part = r.full_units == r.full_units and r.full_units > r.questions
         x = r.full_units / max(1, r.questions) if part else 1.0  # a part: calls, tokens and GPU time carried to the full count
         est = "≈" if part else ""

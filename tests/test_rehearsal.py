@@ -281,3 +281,13 @@ def test_the_cost_table_says_what_a_row_ran_differently(tmp_path):
         w = csv.DictWriter(f, paper_scale.COLUMNS); w.writeheader()
         for r in rows: w.writerow({**row, **base, **r})
     assert paper_scale.TRAINER_NOTE not in paper_scale.notebook_table(p)  # the footnote only beside a row it explains
+    # a row that also set the trainer's batch says so, and its peak is not the paper batch's: no footnote
+    rows[0].update(notebook="table5_simpo", overrides=json.dumps(
+        {"train_overrides": {"max_steps": 1, "per_device_batch_size": 1, "grad_accum": 1}}))
+    with open(p, "w", newline="") as f:
+        w = csv.DictWriter(f, paper_scale.COLUMNS); w.writeheader()
+        for r in rows: w.writerow({**row, **base, **r})
+    text = paper_scale.notebook_table(p)
+    (t5,) = [l for l in text.splitlines() if "`table5_simpo`" in l]
+    assert "trainer grad_accum 1, per_device_batch_size 1" in t5 and "capped at 2 steps" in t5 and "†" not in t5, t5
+    assert paper_scale.TRAINER_NOTE not in text
