@@ -95,9 +95,10 @@ def generate_cmd(args) -> int:
 @subcommand("serve", "Serve a GGUF model (default: the embedded SmolLM2) on loopback with llama.cpp's OpenAI-compatible server.",
             arg("--model", default=None, help="GGUF file (default: the embedded SmolLM2-135M-Instruct)"),
             arg("--port", type=int, default=8000),
-            arg("--alias", default="smollm2-135m-instruct", help="the model name clients ask for"))
+            arg("--alias", default="smollm2-135m-instruct", help="the model name clients ask for"),
+            arg("--threads", type=int, default=None, help="CPU threads (default: half the CPUs, at least 1; see LlamaCppServer)"))
 def serve_cmd(args) -> int:
-    server = LlamaCppServer(args.model, alias=args.alias, port=args.port).start()
+    server = LlamaCppServer(args.model, alias=args.alias, port=args.port, n_threads=args.threads).start()
     print(f"serving {server.model.name} as {server.alias!r}: --llm 'openai:{server.base_url}#{server.alias}'  (Ctrl-C stops)", flush=True)
     try:
         server.proc.wait()

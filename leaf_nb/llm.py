@@ -806,12 +806,14 @@ class LlamaCppServer:
                  alias: str = "smollm2-135m-instruct",  # the model name the server answers to
                  port: int | None = None,  # default: a free port
                  n_ctx: int = 4096,  # context window
-                 n_threads: int = -1,  # CPU threads; -1 = all cores (the server's own default is half of them)
+                 n_threads: int | None = None,  # CPU threads, for generation and for prompts; None: half the CPUs this process may use, at least 1 (see below)
                  startup_timeout: float = 120.0,  # seconds to wait for /v1/models
                  extra_args: Sequence[str] = (),  # more llama_cpp.server flags
                 ):
         self.model, self.serves_embedded = (Path(model), False) if model else (embedded_gguf(), True)
-        self.alias, self.port, self.n_ctx, self.n_threads = alias, port or free_port(), n_ctx, n_threads
+        self.alias, self.port, self.n_ctx = alias, port or free_port(), n_ctx
+        self.n_threads = n_threads if n_threads is not None else max(1, len(os.sched_getaffinity(0)) // 2)
+        if self.n_threads < 1: raise ValueError(f"n_threads must be at least 1 (or None), got {n_threads}")
         self.startup_timeout, self.extra_args = startup_timeout, list(extra_args)
         self.proc: subprocess.Popen | None = None
         self.log = None

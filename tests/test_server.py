@@ -75,3 +75,19 @@ def test_server_killed_mid_run_gives_clear_error(tmp_path):
     assert victim.base_url in str(err.value) and "of 40 requests failed" in str(err.value)
     assert lm.retries >= 2  # the client retried before giving up
     assert 3 <= len(cache) == lm.calls < 40  # what finished before the kill is kept
+
+
+def test_llama_threads_benchmark_writes_a_row_per_condition(tmp_path):
+    "benchmarks/llama_threads.py end to end at its smallest: one thread, idle and beside one spinning process."
+    import csv, subprocess, sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "llama_threads.csv"
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "llama_threads.py"), "--requests", "1", "--max-tokens", "4",
+                        "--threads", "1", "--busy", "0", "1", "--csv", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = list(csv.DictReader(open(out, newline="")))
+    assert [(r["busy"], r["n_threads"]) for r in rows] == [("0", "1"), ("1", "1")]
+    assert all(int(r["tokens"]) > 0 and float(r["tokens_per_s"]) > 0 and r["same_text"] == "True" for r in rows)
+    assert [r["vs_one_thread"] for r in rows] == ["1.0", "1.0"]  # each condition's first thread count is its reference
+    assert "busy CPUs 1  n_threads 1" in p.stdout
