@@ -15,10 +15,12 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -65,9 +67,31 @@ def _patch_hf_colbert() -> None:
         if name.split(".")[0] == "colbert" and getattr(module, "class_factory", None) is original:
             module.class_factory = class_factory
 
+# %% ../nbs/api/05_colbert.ipynb #b8e023ec
+def _patch_git_metadata() -> None:
+    "Make colbert's `get_metadata_only` record no branch for a detached HEAD, where GitPython raises; idempotent."
+    import utility.utils.save_metadata as meta
+    if getattr(meta.get_metadata_only, "leaf_nb_shim", False): return
+    original = meta.get_metadata_only
+
+    def get_metadata_only():
+        try: return original()
+        except TypeError:  # GitPython's `active_branch` on a detached HEAD; the rest of colbert's record, without it
+            import git
+            out = meta.dotdict(hostname=socket.gethostname(), git_branch=None)
+            head = git.Repo(search_parent_directories=True).head.commit
+            out.git_hash, out.git_commit_datetime = head.hexsha, str(head.committed_datetime)
+            out.current_datetime, out.cmd = time.strftime("%b %d, %Y ; %l:%M%p %Z (%z)"), " ".join(sys.argv)
+            return out
+
+    get_metadata_only.leaf_nb_shim, get_metadata_only.__wrapped__ = True, original
+    for name, module in list(sys.modules.items()):  # every module that did `from ... import get_metadata_only`
+        if name.split(".")[0] in ("colbert", "utility") and getattr(module, "get_metadata_only", None) is original:
+            module.get_metadata_only = get_metadata_only
+
 # %% ../nbs/api/05_colbert.ipynb #6708afc2
 def import_colbert():
-    "The `colbert` package ready for this stack: extensions folder set, transformers-5 shim applied, its CPU mixed-precision warnings filtered, this process's multiprocessing start method untouched."
+    "The `colbert` package ready for this stack: extensions folder set, transformers-5 and detached-HEAD shims applied, its CPU mixed-precision warnings filtered, this process's multiprocessing start method untouched."
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
     if "colbert" not in sys.modules:
         start, tok = multiprocessing.get_start_method(allow_none=True), os.environ.get("TOKENIZERS_PARALLELISM")
@@ -76,6 +100,7 @@ def import_colbert():
         if tok is None: os.environ.pop("TOKENIZERS_PARALLELISM", None)
         else: os.environ["TOKENIZERS_PARALLELISM"] = tok
     if int(version("transformers").split(".")[0]) >= 5: _patch_hf_colbert()
+    _patch_git_metadata()
     # colbert's mixed-precision helper calls torch.cuda.amp, which warns on every CPU run; nothing a user can act on
     warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.", category=FutureWarning, module=r"colbert\.")
     warnings.filterwarnings("ignore", message=r".*CUDA is not available", category=UserWarning, module=r"torch\.cuda\.amp\.")
