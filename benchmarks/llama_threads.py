@@ -1,12 +1,11 @@
 """Generated tokens/s of `LlamaCppServer` (llama.cpp's OpenAI-compatible server on the embedded SmolLM2) by its thread
-count, on an idle machine and with other processes keeping some CPUs busy, as a test run keeps them (pytest -n 2,
-nbdev_test's two notebooks at a time) and as a notebook kernel does beside the server it calls.
+count, on an idle machine and with other processes keeping some CPUs busy, as a notebook kernel that retrieves or
+trains beside the server it calls does.
 
 llama.cpp's CPU threads meet at a barrier after every operation of every token and spin while they wait, so a thread
 that the OS takes off its core holds up all the others. The benchmark shows what that costs: per thread count and
 per number of busy CPUs (each a process spinning in Python, started here), the same greedy requests, their tokens/s
-and the ratio against one thread under the same load. It also checks that every thread count writes the same text
-(the server's matrix products split rows between threads, never a sum).
+and the ratio against one thread under the same load. It also checks that every thread count writes the same text.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llama_threads.py [--requests 6] [--max-tokens 48] [--busy 0 1]
         [--csv benchmarks/results/llama_threads.csv]

@@ -1,6 +1,10 @@
 "The OpenAI-compatible backend against a real server process (llama-cpp-python serving the embedded GGUF)."
+import csv
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,8 +83,6 @@ def test_server_killed_mid_run_gives_clear_error(tmp_path):
 
 def test_llama_threads_benchmark_writes_a_row_per_condition(tmp_path):
     "benchmarks/llama_threads.py end to end at its smallest: one thread, idle and beside one spinning process."
-    import csv, subprocess, sys
-    from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "llama_threads.csv"
     p = subprocess.run([sys.executable, str(root / "benchmarks" / "llama_threads.py"), "--requests", "1", "--max-tokens", "4",
