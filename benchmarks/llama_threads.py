@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from leaf_nb.llm import LlamaCppServer, user
+from leaf_nb.llm import LlamaCppServer, usable_cpus, user
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -60,7 +60,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--csv", type=Path, default=None)
     ap.add_argument("--note", default="")
     a = ap.parse_args(argv)
-    cpus = len(os.sched_getaffinity(0))
+    cpus = usable_cpus()
     threads = a.threads or sorted({1, cpus})
     prompts = [user(f"Write a short paragraph about {TOPICS[i % len(TOPICS)]} (note {i}).") for i in range(a.requests)]
     others = other_busy_cpus()

@@ -35,8 +35,8 @@ from .cache import SOURCE_FILE, mark_source
 # %% auto #0
 __all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'chat_text', 'user', 'GenRequest', 'label_probs',
            'truncate_at_stop', 'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible', 'Transformers',
-           'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port', 'LlamaCppServer',
-           'openai_spec', 'load_llm']
+           'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port', 'usable_cpus',
+           'LlamaCppServer', 'openai_spec', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #a530e7f1
 Prompt = Union[str, list]  # plain text, or chat messages [{"role": ..., "content": ...}]
@@ -799,6 +799,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 # %% ../nbs/api/01_llm.ipynb #727bee08
+def usable_cpus() -> int:
+    "CPUs this process may run on: its affinity mask where the OS has one (Linux), else every CPU (macOS, Windows)."
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 class LlamaCppServer:
     "`python -m llama_cpp.server` on loopback serving a GGUF file (default: the embedded SmolLM2): a real OpenAI-compatible server for tests, benchmarks and CPU users."
     def __init__(self,
@@ -812,7 +816,7 @@ class LlamaCppServer:
                 ):
         self.model, self.serves_embedded = (Path(model), False) if model else (embedded_gguf(), True)
         self.alias, self.port, self.n_ctx = alias, port or free_port(), n_ctx
-        self.n_threads = n_threads if n_threads is not None else max(1, len(os.sched_getaffinity(0)) // 2)
+        self.n_threads = n_threads if n_threads is not None else max(1, usable_cpus() // 2)
         if self.n_threads < 1: raise ValueError(f"n_threads must be at least 1 (or None), got {n_threads}")
         self.startup_timeout, self.extra_args = startup_timeout, list(extra_args)
         self.proc: subprocess.Popen | None = None
