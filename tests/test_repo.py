@@ -315,6 +315,41 @@ def test_committed_notebooks_read_well():
     assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
 
 
+# show_doc's "[source](...leaf_nb/<module>.py#L<n>)" links, as nbdev renders them in a notebook's committed outputs
+SOURCE_LINK = re.compile(r"#+ ([\w.]+)\n\n\[source\]\(https://[^)#]+/blob/[^/)]+/(leaf_nb/[\w/]+\.py)#L(\d+)\)")
+
+
+def source_link_problems(cells: list[dict]) -> list[str]:
+    """Each source link whose line is not where its name is defined now: the cell exported new code above it and its
+    outputs were not re-executed. The line is the one nbdev's own link would give (its doclinks' table of definition
+    lines, read from the module: nbdev is pinned, see settings.ini)."""
+    from nbdev.doclinks import _get_exps
+    out = []
+    for i, c in enumerate(cells):
+        for o in c.get("outputs", []):
+            for name, py, line in SOURCE_LINK.findall("".join(o.get("data", {}).get("text/markdown", ""))):
+                now = _get_exps(py).get(name)
+                if now != int(line): out.append(f"cell {i}: {name}'s source link points at {py} line {line}, "
+                                                f"{'it is defined at line ' + str(now) if now else 'which defines no such name'}")
+    return out
+
+
+def test_source_links_point_at_their_definitions():
+    """A reader who clicks a show_doc's [source] lands on the definition: no committed output keeps a line number from
+    before its module changed (re-execute the notebook: `leaf-nb execute NB`). The check fires on a link one line off."""
+    md = lambda name, line: {"cell_type": "code", "source": "", "outputs": [{"output_type": "display_data", "data": {
+        "text/markdown": f"---\n\n### {name}\n\n[source](https://github.com/o/r/blob/main/leaf_nb/show.py#L{line})\n"}}]}
+    from nbdev.doclinks import _get_exps
+    at = _get_exps("leaf_nb/show.py")["fmt"]
+    assert source_link_problems([md("fmt", at)]) == []
+    assert len(source_link_problems([md("fmt", at + 1), md("no_such_name", at)])) == 2
+    bad = {}
+    for nb in sorted(NOTEBOOKS.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in nb.parts: continue
+        if problems := source_link_problems(json.loads(nb.read_text())["cells"]): bad[nb.relative_to(NOTEBOOKS).as_posix()] = problems
+    assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
+
+
 def test_every_paper_parameter_is_explained():
     "Each line of a paper notebook's parameters cell carries a comment saying what the value is."
     for nb in sorted((NOTEBOOKS / "papers").rglob("*.ipynb")):
