@@ -315,38 +315,56 @@ def test_committed_notebooks_read_well():
     assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
 
 
-# show_doc's "[source](...leaf_nb/<module>.py#L<n>)" links, as nbdev renders them in a notebook's committed outputs
-SOURCE_LINK = re.compile(r"#+ ([\w.]+)\n\n\[source\]\(https://[^)#]+/blob/[^/)]+/(leaf_nb/[\w/]+\.py)#L(\d+)\)")
+# A show_doc output as nbdev renders it in a notebook: its title (the documented name), then its source link
+SHOW_DOC = re.compile(r"^---\n\n(#+) ([\w.]+)\n\n\[source\]\(https://[^)#]+/blob/[^/)]+/(leaf_nb/[\w/]+\.py)#L(\d+)\)")
 
 
-def source_link_problems(cells: list[dict]) -> list[str]:
-    """Each source link whose line is not where its name is defined now: the cell exported new code above it and its
-    outputs were not re-executed. The line is the one nbdev's own link would give (its doclinks' table of definition
-    lines, read from the module: nbdev is pinned, see settings.ini)."""
+def show_doc_problems(cells: list[dict]) -> list[str]:
+    """Each committed show_doc output that no longer says what the library holds: its source link's line is not where
+    the name is defined now (nbdev's own table of definition lines, read from the module; nbdev is pinned, see
+    settings.ini), or its signature, docstring or parameter table differ from show_doc's rendering of the object now.
+    Both happen when a cell's code changes and the notebook's outputs are not re-executed."""
+    import importlib
     from nbdev.doclinks import _get_exps
+    from nbdev.showdoc import show_doc
     out = []
     for i, c in enumerate(cells):
         for o in c.get("outputs", []):
-            for name, py, line in SOURCE_LINK.findall("".join(o.get("data", {}).get("text/markdown", ""))):
-                now = _get_exps(py).get(name)
-                if now != int(line): out.append(f"cell {i}: {name}'s source link points at {py} line {line}, "
-                                                f"{'it is defined at line ' + str(now) if now else 'which defines no such name'}")
+            md = "".join(o.get("data", {}).get("text/markdown", ""))
+            if not (m := SHOW_DOC.match(md)): continue
+            level, name, py, line = m.groups()
+            now = _get_exps(py).get(name)
+            if now != int(line):
+                out.append(f"cell {i}: {name}'s source link points at {py} line {line}, "
+                           f"{'it is defined at line ' + str(now) if now else 'which defines no such name'}")
+                continue
+            obj = importlib.import_module(py[:-3].replace("/", "."))
+            for part in name.split("."): obj = getattr(obj, part)
+            # outside a notebook show_doc's link has no line number; the line is checked above
+            if show_doc(obj, title_level=len(level))._repr_markdown_() != re.sub(r"\.py#L\d+\)", ".py)", md, count=1):
+                out.append(f"cell {i}: {name}'s signature or docstring differs from the library's now")
     return out
 
 
-def test_source_links_point_at_their_definitions():
-    """A reader who clicks a show_doc's [source] lands on the definition: no committed output keeps a line number from
-    before its module changed (re-execute the notebook: `leaf-nb execute NB`). The check fires on a link one line off."""
-    md = lambda name, line: {"cell_type": "code", "source": "", "outputs": [{"output_type": "display_data", "data": {
-        "text/markdown": f"---\n\n### {name}\n\n[source](https://github.com/o/r/blob/main/leaf_nb/show.py#L{line})\n"}}]}
+def test_show_docs_say_what_the_library_holds():
+    """A reader of a show_doc output sees the definition as it is: no committed output keeps a source line, signature or
+    docstring from before its module changed (re-execute the notebook: `leaf-nb execute NB`). The check fires on a link
+    one line off, a name the module lacks, and a docstring edited."""
     from nbdev.doclinks import _get_exps
+    from nbdev.showdoc import show_doc
+    from leaf_nb.show import fmt
     at = _get_exps("leaf_nb/show.py")["fmt"]
-    assert source_link_problems([md("fmt", at)]) == []
-    assert len(source_link_problems([md("fmt", at + 1), md("no_such_name", at)])) == 2
+    def cell(line, name="fmt", edit=lambda md: md):
+        md = show_doc(fmt)._repr_markdown_().replace("/leaf_nb/show.py)", f"/leaf_nb/show.py#L{line})", 1)
+        return {"cell_type": "code", "source": "", "outputs": [{"output_type": "display_data",
+                "data": {"text/markdown": edit(md.replace("### fmt", f"### {name}", 1))}}]}
+    assert show_doc_problems([cell(at)]) == []
+    bad = [cell(at + 1), cell(at, name="no_such_name"), cell(at, edit=lambda md: md.replace("*", "*Formerly: ", 1))]
+    assert [p.split(": ", 1)[0] for p in show_doc_problems(bad)] == ["cell 0", "cell 1", "cell 2"]
     bad = {}
     for nb in sorted(NOTEBOOKS.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in nb.parts: continue
-        if problems := source_link_problems(json.loads(nb.read_text())["cells"]): bad[nb.relative_to(NOTEBOOKS).as_posix()] = problems
+        if problems := show_doc_problems(json.loads(nb.read_text())["cells"]): bad[nb.relative_to(NOTEBOOKS).as_posix()] = problems
     assert not bad, "\n".join(f"{nb}: {p}" for nb, ps in bad.items() for p in ps)
 
 
