@@ -162,3 +162,34 @@ def test_reproduce_all_on_the_smoke_profile(tmp_path):
         prov = json.loads(path.read_text())
         assert all(m.get("calls", 0) == 0 for m in prov["models"].values()), (path.name, prov["models"])
         assert (prov["replayed_from_record"] > 0) == (prov["notebook"] in records), (path.name, prov["replayed_from_record"])
+
+
+def test_committed_help_is_the_help_now():
+    """10_cli shows each subcommand's `--help` as committed output; each must be what `leaf-nb` prints today (a flag
+    added or reworded without re-executing the notebook leaves the docs describing another program). Compared at the
+    notebook's width (its `run_cli` sets COLUMNS=100); `hello`, the notebook's own example command, is not the library's."""
+    import ast, contextlib, io
+    from leaf_nb.cli import build_parser, main
+    commands = {a.dest: a for a in build_parser()._subparsers._group_actions}["command"].choices
+    cells = json.loads((Path(__file__).parents[1] / "nbs" / "api" / "10_cli.ipynb").read_text())["cells"]
+    compared, stale = [], []
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        for c in cells:
+            src = "".join(c["source"]).strip()
+            if not (src.startswith("show(") and src.endswith('"--help")') and "\n" not in src): continue
+            argv = list(ast.literal_eval("(" + src[len("show("):-1] + ",)"))
+            if argv[0] != "--help" and argv[0] not in commands: continue
+            shown = "".join("".join(o["text"]) for o in c["outputs"] if o.get("output_type") == "stream")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try: main(argv)
+                except SystemExit: pass
+            compared.append(argv[0])
+            if out.getvalue() != shown: stale.append(argv[0])
+    finally:
+        if old is None: os.environ.pop("COLUMNS")
+        else: os.environ["COLUMNS"] = old
+    assert len(compared) >= 10, compared  # every subcommand's help is shown, and the pattern still finds them
+    assert not stale, f"10_cli's committed --help of {stale} is not what leaf-nb prints now: `leaf-nb execute nbs/api/10_cli.ipynb`"
