@@ -321,7 +321,9 @@ def _run_sequential(plan: list, args) -> int:
     for i, (nb, params) in enumerate(plan, 1):
         _say(f"[{i}/{len(plan)}] {nb.name}" + (f" (profile {args.profile})" if args.profile else " (smoke)") + (" dry run" if args.dry_run else ""))
         try:
-            res = reproduce(nb, params, dry_run=args.dry_run, max_calls=args.max_calls, kernel=args.kernel, tokens_per_s=args.tokens_per_s)
+            res = reproduce(nb, params, dry_run=args.dry_run, max_calls=args.max_calls, kernel=args.kernel, tokens_per_s=args.tokens_per_s,
+                            progress=(lambda line, nb=nb: _say(f"{nb.stem}: {line}")) if args.progress_every > 0 else None,
+                            progress_every=args.progress_every)
         except BudgetReached:
             budget = args.max_calls if args.max_calls is not None else os.environ.get("LEAF_NB_MAX_CALLS")  # the flag, else the variable
             print(f"{nb.name}: stopped at the budget of {budget} model calls; every finished call is cached, "
@@ -343,6 +345,7 @@ def _child_argv(nb: Path, args) -> list[str]:
     for name, value in args.parameter: argv += ["-p", name, value]
     if args.dry_run: argv.append("--dry-run")
     if args.max_calls is not None: argv += ["--max-calls", str(args.max_calls)]
+    argv += ["--progress-every", repr(args.progress_every)]
     if args.kernel: argv += ["--kernel", args.kernel]
     return argv
 
@@ -402,6 +405,8 @@ def _run_parallel(plan: list, args) -> int:
                 "(default: benchmarks/results/calls_per_question.csv)"),
             arg("--tokens-per-s", type=float, default=1000.0, help="generated tokens per second the dry run's time estimate assumes"),
             arg("--max-calls", type=int, default=None, help="stop cleanly after this many model calls (per notebook); the same command continues"),
+            arg("--progress-every", type=float, default=60.0, help="seconds between the lines saying where each notebook's model "
+                "calls stand (0: none)"),
             arg("--jobs", type=int, default=1, help="run this many notebooks at once, each in its own process, on the same cache"),
             arg("--kernel", default=None, help="Jupyter kernel name (default: the notebook's)"))
 def reproduce_cmd(args) -> int:

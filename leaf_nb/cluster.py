@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import platform
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -93,7 +94,8 @@ def run_job(notebook: str,  # the paper notebook
     if check:
         checks = check_runs([(notebook, params)])
         if not all(c.ok for c in checks): raise NotReady(checklist(checks, f"pre-flight on {platform.node()}"))
-    res = reproduce(notebook, params, dry_run=dry_run, max_calls=max_calls)
+    say = lambda line: print(f"leaf-nb: {Path(notebook).stem}: {line}", file=sys.stderr, flush=True)  # into the job's log
+    res = reproduce(notebook, params, dry_run=dry_run, max_calls=max_calls, progress=say)
     return {"executed": str(res["executed"])} if "executed" in res else {"costs": res["costs"].to_dict("records")}
 
 # %% ../nbs/api/21_cluster.ipynb #0491dbcd

@@ -33,9 +33,9 @@ from .cache import Cache, default_cache_path, file_digest, folder_fingerprint, i
 from .cache import SOURCE_FILE, mark_source
 
 # %% auto #0
-__all__ = ['Prompt', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'chat_text', 'user', 'GenRequest', 'label_probs',
-           'truncate_at_stop', 'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible', 'Transformers',
-           'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port', 'usable_cpus',
+__all__ = ['Prompt', 'PROGRESS_FILE', 'SMOLLM2_GGUF', 'SPEC_OPTIONS', 'LMError', 'chat_text', 'user', 'GenRequest', 'label_probs',
+           'truncate_at_stop', 'report_progress', 'through_cache', 'LM', 'BudgetReached', 'OpenAICompatible',
+           'Transformers', 'embedded_gguf', 'embedded_dir', 'Embedded', 'embedded', 'VLLM', 'free_port', 'usable_cpus',
            'LlamaCppServer', 'openai_spec', 'load_llm']
 
 # %% ../nbs/api/01_llm.ipynb #a530e7f1
@@ -79,6 +79,35 @@ def truncate_at_stop(text: str, stop: Sequence[str] | None) -> str:
     cut = min((i for i in (text.find(s) for s in (stop or ())) if i >= 0), default=len(text))
     return text[:cut]
 
+# %% ../nbs/api/01_llm.ipynb #b6624c32
+PROGRESS_FILE = "LEAF_NB_PROGRESS"  # the environment variable naming the file
+_progress = {"calls": 0, "cached": 0, "written": 0.0}  # this process's totals, and when the file was last written
+_progress_lock = threading.Lock()
+
+def report_progress(stage: str,  # the stage's label (its progress bar's)
+                    done: int,  # its new calls finished
+                    todo: int,  # the new calls it makes in all
+                    since: float,  # when it started (`time.time()`)
+                    new: int = 0,  # calls computed since the last report: added to the totals
+                    cached: int = 0,  # results this report found in the cache: added to the totals
+                    final: bool = False,  # write now, even within a second of the last write
+                   ) -> dict | None:
+    """Add to this process's totals and, when `$LEAF_NB_PROGRESS` names a file, write there where the model calls
+    stand, at most once a second unless `final`; returns what was written, else None."""
+    path = os.environ.get(PROGRESS_FILE)
+    with _progress_lock:
+        _progress["calls"] += new
+        _progress["cached"] += cached
+        now = time.time()
+        if not path or (not final and now - _progress["written"] < 1.0): return None
+        _progress["written"] = now
+        state = {"stage": stage, "done": done, "todo": todo, "since": round(since, 3), "time": round(now, 3),
+                 "calls": _progress["calls"], "cached": _progress["cached"]}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f: json.dump(state, f)
+        os.replace(tmp, path)  # atomic: a reader sees the last state or this one
+    return state
+
 # %% ../nbs/api/01_llm.ipynb #e642f2e9
 def through_cache(cache: Cache | None,  # where results live; None computes everything
                   reqs: list,  # what `compute` receives
@@ -94,8 +123,10 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
     todo = {}  # key -> index of its first request: identical requests are computed once
     for i, k in enumerate(keys):
         if k not in found: todo.setdefault(k, i)
+    watched, since = bool(os.environ.get(PROGRESS_FILE)), time.time()  # `report_progress`: for whoever started the run
+    if watched: report_progress(desc, 0, len(todo), since, cached=len(found), final=True)  # the totals stay exact
     if todo:
-        idx = list(todo.values())
+        idx, done = list(todo.values()), 0
         bar = tqdm(total=len(idx), desc=desc, disable=not progress or len(idx) < 2, leave=False)
         writer = cache.writer() if cache is not None else None
         try:
@@ -104,10 +135,12 @@ def through_cache(cache: Cache | None,  # where results live; None computes ever
                 if computed is not None: computed()
                 found[keys[i]] = value
                 if writer is not None: writer.put(keys[i], value, dicts[i])  # its JSON made again, for this one
-                bar.update()
+                bar.update(); done += 1
+                if watched: report_progress(desc, done, len(idx), since, new=1)
         finally:
             bar.close()
             if writer is not None: writer.close()  # also when compute failed: what finished is kept
+            if watched: report_progress(desc, done, len(idx), since, final=True)
     return [found[k] for k in keys]
 
 # %% ../nbs/api/01_llm.ipynb #9eb69671

@@ -16,15 +16,17 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from fastcore.basics import patch
 
 from .cache import Cache
 from .data import Question, load_mirage
-from .llm import LM, load_llm, openai_spec
+from .llm import LM, PROGRESS_FILE, load_llm, openai_spec
 from .prompts import Prompts, as_prompts
 
 # %% auto #0
@@ -32,8 +34,9 @@ __all__ = ['PACKAGES', 'JSONL_ROWS', 'REPO', 'MODEL_FOLDER_KEYS', 'CLAIM_ROOTS',
            'MIRAGE_COUNTS', 'CALLS_FILE', 'CALL_UNITS', 'AGREEMENT_FILES', 'PaperSetup', 'paper_setup',
            'parameter_names', 'Run', 'write_jsonl', 'start_run', 'banner', 'reproduce_command', 'read_profile',
            'expand_env', 'shared_profile', 'check_parameters', 'run_parameters', 'cost_table', 'NotebookError',
-           'reproduce', 'paper_notebooks', 'Check', 'effective_parameters', 'needs', 'data_fixes', 'check_one',
-           'check_runs', 'checklist', 'read_calls', 'workload', 'estimate_costs', 'prepare_caches']
+           'progress_line', 'ProgressWatch', 'reproduce', 'paper_notebooks', 'Check', 'effective_parameters', 'needs',
+           'data_fixes', 'check_one', 'check_runs', 'checklist', 'read_calls', 'workload', 'estimate_costs',
+           'prepare_caches']
 
 # %% ../nbs/api/16_runs.ipynb #58923ece
 @dataclass
@@ -440,6 +443,57 @@ def _papermill(nb: Path, executed: Path, params: dict, env: dict, kernel: str | 
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+# %% ../nbs/api/16_runs.ipynb #5b010e65
+def _minutes(seconds: float) -> str:
+    "A span for a person: '<1 min', '14 min', '2 h 05 min'."
+    m = int(seconds // 60)
+    return "<1 min" if m < 1 else f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+def progress_line(state: dict,  # what `report_progress` wrote
+                 ) -> str:
+    "The stage, its new calls done of those it makes, the time it still needs at its pace so far, and the totals."
+    line = f"{state['stage']}: {state['done']:,} of {state['todo']:,} new calls"
+    took = state["time"] - state["since"]
+    if 0 < state["done"] < state["todo"] and took > 0:
+        more = took / state["done"] * (state["todo"] - state["done"])
+        line += f" (about {_minutes(more)} more)" if more >= 60 else " (less than a minute more)"
+    return line + f"; {state['calls']:,} model calls made so far, {state['cached']:,} read from the cache"
+
+# %% ../nbs/api/16_runs.ipynb #ab3d32e7
+class ProgressWatch:
+    "Reads a `report_progress` file every `every` seconds in a thread of its own and says what changed (see above)."
+    def __init__(self, path: str | Path, say: Callable[[str], None], every: float = 60.0, quiet_after: int = 10):
+        self.path, self.say, self.every, self.quiet_after = Path(path), say, every, quiet_after
+        self.start, self.last, self.said_at, self.said = time.time(), None, time.time(), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leaf-nb progress", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> dict | None:
+        try: return json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError): return None  # nothing yet; the writer replaces it whole
+
+    def poll(self) -> None:
+        "Say where the run stands if the calls moved on, or that it is quiet if they have not for `quiet_after` polls."
+        now, state = time.time(), self._read()
+        if state is not None and state != self.last:
+            self.say(f"{_minutes(now - self.start)} in: {progress_line(state)}")
+        elif now - self.said_at >= self.quiet_after * self.every:
+            since = state["time"] if state else self.start
+            self.say(f"{_minutes(now - self.start)} in: no model call for {_minutes(now - since)} "
+                     f"(training, reward scoring or an index build)" + (f"; the last stage: {state['stage']}" if state else ""))
+        else: return
+        self.last, self.said_at, self.said = state, now, self.said + 1
+
+    def _run(self):
+        while not self._stop.wait(self.every): self.poll()
+
+    def close(self) -> None:
+        "Stop watching; if anything was said, say the run's totals."
+        self._stop.set(); self._thread.join()
+        if self.said and (state := self._read()):
+            self.say(f"{state['calls']:,} model calls made, {state['cached']:,} read from the cache")
+
 # %% ../nbs/api/16_runs.ipynb #d74676a4
 def reproduce(notebook: str | Path,  # a paper notebook
               parameters: dict | None = None,  # checked parameters (`run_parameters`)
@@ -447,8 +501,11 @@ def reproduce(notebook: str | Path,  # a paper notebook
               max_calls: int | None = None,  # stop cleanly after this many model calls (resumable)
               kernel: str | None = None,  # Jupyter kernel; default: the notebook's
               tokens_per_s: float = 1000.0,  # for the dry run's time estimate
+              progress: Callable[[str], None] | None = None,  # given a line on where the model calls stand, now and then
+              progress_every: float = 60.0,  # seconds between those lines
              ) -> dict:
-    "Run one paper notebook; `{'executed': path}`, or with `dry_run` `{'costs': DataFrame}`; a cell's error is a `NotebookError`."
+    """Run one paper notebook; `{'executed': path}`, or with `dry_run` `{'costs': DataFrame}`; a cell's error is a
+    `NotebookError`. With `progress`, a `ProgressWatch` reports the kernel's model calls while it runs."""
     nb = Path(notebook).resolve()
     params = dict(parameters or {})
     env = {}
@@ -458,7 +515,13 @@ def reproduce(notebook: str | Path,  # a paper notebook
             params["out_dir"] = str(Path(tmp) / "out")  # a dry run's tables are stand-ins: never over real ones
         if max_calls is not None: env["LEAF_NB_MAX_CALLS"] = str(max_calls)
         executed = _output_folder(nb, params) / f"{nb.stem}.executed.ipynb"
-        _papermill(nb, executed, params, env, kernel, keep=not dry_run)
+        watch = None
+        if progress is not None and not dry_run:
+            env[PROGRESS_FILE] = str(Path(tmp) / "progress.json")
+            watch = ProgressWatch(env[PROGRESS_FILE], progress, progress_every)
+        try: _papermill(nb, executed, params, env, kernel, keep=not dry_run)
+        finally:
+            if watch is not None: watch.close()
         if dry_run: return {"costs": cost_table(env["LEAF_NB_DRY_RUN"], tokens_per_s)}
     return {"executed": executed}
 

@@ -1,6 +1,7 @@
 "The `leaf-nb` console script, as a user runs it."
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -148,12 +149,18 @@ def test_reproduce_all_on_the_smoke_profile(tmp_path):
     answered by its own record. Re-record with `leaf-nb record NOTEBOOK` (it saves the outputs too)."""
     from leaf_nb.runs import paper_notebooks
     # a cache of its own (and so selftrain/ beside it): what earlier runs left in ~/.cache/leaf-nb cannot change the result
-    out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), timeout=1500,
+    out = run("reproduce", "--all", "-p", "out_dir", str(tmp_path / "figures"), "--progress-every", "0.5", timeout=1500,
               env={"LEAF_NB_CACHE": str(tmp_path / "cache" / "cache.sqlite"), "LEAF_NB_MAX_CALLS": "0"})
     assert out.returncode == 0, ("a model call that no record holds? re-record the notebook named below with "
                                  "`leaf-nb record NOTEBOOK`\n" + out.stdout[-2000:] + out.stderr[-3000:])
     n = len(paper_notebooks())
     assert f"[{n}/{n}]" in out.stderr and out.stdout.count("ran ") == n
+    # where each notebook's calls stood came as it ran (every half second here); the totals, when a notebook printed
+    # any line, say that no model was called and the record answered
+    totals = re.findall(r"leaf-nb: (\w+): ([\d,]+) model calls made, ([\d,]+) read from the cache", out.stderr)
+    assert totals and all(made == "0" for _, made, _ in totals), totals
+    assert any(int(read.replace(",", "")) > 0 for _, _, read in totals), totals
+    assert re.search(r"leaf-nb: \w+: \S+ min in: .+ new calls", out.stderr), out.stderr[-2000:]
     provenance = sorted((tmp_path / "figures" / "smoke").glob("*.provenance.json"))
     assert len(provenance) == n
     records = {nb.stem for nb in paper_notebooks() if (nb.parent / "records" / f"{nb.stem}.jsonl").exists()}
