@@ -104,8 +104,10 @@ def report_progress(stage: str,  # the stage's label (its progress bar's)
         state = {"stage": stage, "done": done, "todo": todo, "since": round(since, 3), "time": round(now, 3),
                  "calls": _progress["calls"], "cached": _progress["cached"]}
         tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f: json.dump(state, f)
-        os.replace(tmp, path)  # atomic: a reader sees the last state or this one
+        try:
+            with open(tmp, "w", encoding="utf-8") as f: json.dump(state, f)
+            os.replace(tmp, path)  # atomic: a reader sees the last state or this one
+        except OSError: return None  # a report is for a person watching: it never stops the run (a full disk, a folder gone)
     return state
 
 # %% ../nbs/api/01_llm.ipynb #e642f2e9
