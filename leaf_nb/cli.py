@@ -367,8 +367,9 @@ def _run_parallel(plan: list, args) -> int:
         out = []
         reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))
         reader.start()
-        for line in proc.stderr:
-            with lock: print(f"{nb.stem:>{width}} | {line.rstrip()}", file=sys.stderr, flush=True)
+        for line in proc.stderr:  # a line that names its notebook already is marked once, not twice
+            line = line.rstrip().removeprefix(f"leaf-nb: {nb.stem}: ")
+            with lock: print(f"{nb.stem:>{width}} | {line}", file=sys.stderr, flush=True)
         rc = proc.wait(); reader.join()
         return i, nb, rc, "".join(out), time.time() - start
 

@@ -3,6 +3,7 @@ of them holding a long write transaction, lose no write and see no `database is 
 side on a fresh default cache; and the exit status of a `--jobs` run sums up its notebooks."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -70,12 +71,16 @@ def run(*args, env=None, timeout=900):
 
 def test_two_notebooks_at_once_on_a_fresh_default_cache(tmp_path):
     cache = tmp_path / "fresh" / "cache.sqlite"  # not there yet: the parent makes it before either process opens it
-    out = run("reproduce", TABLE1, TABLE7, "--jobs", "2", "-p", "out_dir", tmp_path / "figures", env={"LEAF_NB_CACHE": str(cache)})
+    out = run("reproduce", TABLE1, TABLE7, "--jobs", "2", "-p", "out_dir", tmp_path / "figures", "--progress-every", "0.5",
+              env={"LEAF_NB_CACHE": str(cache)})
     assert out.returncode == 0, out.stderr[-3000:]
     assert "locked" not in out.stderr and "Traceback" not in out.stderr and "without encryption" not in out.stderr
     assert "table1_filtered_accuracy | leaf-nb: [1/1] table1_filtered_accuracy.ipynb (smoke)" in out.stderr
     assert "   table7_worked_example | leaf-nb: [1/1] table7_worked_example.ipynb (smoke)" in out.stderr
     assert "2 notebooks in 2 processes: 2 done" in out.stderr
+    # each child's progress lines, marked with its notebook once
+    assert re.search(r"^table1_filtered_accuracy \| \S+ min in: ", out.stderr, re.M), out.stderr[-3000:]
+    assert "| leaf-nb: table1_filtered_accuracy:" not in out.stderr
     assert out.stdout.count("ran ") == 2
     for nb in (TABLE1, TABLE7):
         assert (tmp_path / "figures" / "smoke" / f"{nb.stem}.provenance.json").exists()
