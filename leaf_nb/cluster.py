@@ -86,6 +86,7 @@ def run_job(notebook: str,  # the paper notebook
             dry_run: bool = False,  # call no model: return the cost table
             max_calls: int | None = None,  # stop cleanly after this many model calls (a resubmitted job continues)
             check: bool = True,  # run the whole pre-flight here first (servers included: they must answer from the node)
+            progress_every: float = 60.0,  # seconds between the job log's lines on where its model calls stand; 0: none
            ) -> dict:
     "What each job runs, on its node: the pre-flight, then the notebook, on the job's own cache."
     cache = Path(folder) / "cache.sqlite"
@@ -95,7 +96,8 @@ def run_job(notebook: str,  # the paper notebook
         checks = check_runs([(notebook, params)])
         if not all(c.ok for c in checks): raise NotReady(checklist(checks, f"pre-flight on {platform.node()}"))
     say = lambda line: print(f"leaf-nb: {Path(notebook).stem}: {line}", file=sys.stderr, flush=True)  # into the job's log
-    res = reproduce(notebook, params, dry_run=dry_run, max_calls=max_calls, progress=say)
+    res = reproduce(notebook, params, dry_run=dry_run, max_calls=max_calls, progress=say if progress_every > 0 else None,
+                    progress_every=progress_every)
     return {"executed": str(res["executed"])} if "executed" in res else {"costs": res["costs"].to_dict("records")}
 
 # %% ../nbs/api/21_cluster.ipynb #0491dbcd
@@ -119,6 +121,7 @@ def submit(notebooks: Iterable[str | Path],  # paper notebooks
            max_calls: int | None = None,  # per job
            check: bool = True,  # check here what the jobs will read (files, folders), and everything again on each node
            seed: bool = False,  # copy the default cache into each job's new cache, so a job repeats no call it holds
+           progress_every: float = 60.0,  # seconds between each job's log lines on where its model calls stand; 0: none
           ) -> list[ClusterJob]:
     "Submit one job per notebook (one job array where the executor can), each on its own cache; `collect` merges them."
     from leaf_nb.notebooks import _kept_folders
@@ -138,7 +141,8 @@ def submit(notebooks: Iterable[str | Path],  # paper notebooks
             folder.mkdir(parents=True, exist_ok=True)
             if seed and not (folder / "cache.sqlite").exists() and default_cache_path().exists():
                 merge_caches([default_cache_path()], into=folder / "cache.sqlite")
-            jobs.append((nb, folder, executor.submit(run_job, str(nb), params, str(folder), env, dry_run, max_calls, check)))
+            jobs.append((nb, folder, executor.submit(run_job, str(nb), params, str(folder), env, dry_run, max_calls, check,
+                                                       progress_every)))
     return [ClusterJob(nb, folder, job) for nb, folder, job in jobs]
 
 # %% ../nbs/api/21_cluster.ipynb #280e260d

@@ -1,8 +1,10 @@
 """Paper notebooks as cluster jobs through submitit, tested with its LocalExecutor (each job a real process, as on a Slurm
 node): two smoke notebooks, each on a cache of its own, merged into one after (twice: the second adds nothing), the
-submitting machine's own cache untouched; a job that stops at an error is one line and its cache is merged too; and a
-submission whose data is missing stops before anything is queued."""
+submitting machine's own cache untouched, each job's log saying where its model calls stand as it runs; a job that stops
+at an error is one line and its cache is merged too; and a submission whose data is missing stops before anything is
+queued."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,19 @@ def test_two_smoke_notebooks_as_jobs_then_one_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAF_NB_CACHE", str(mine))  # the submitting machine's default cache: the jobs must not write to it
     executor = submitit.LocalExecutor(folder=tmp_path / "logs")
     executor.update_parameters(timeout_min=15)
-    jobs = submit([TABLE1, TABLE7], executor, tmp_path / "jobs", overrides={"out_dir": str(tmp_path / "figures")})
+    jobs = submit([TABLE1, TABLE7], executor, tmp_path / "jobs", overrides={"out_dir": str(tmp_path / "figures")},
+                  progress_every=0.5)
     assert [j.cache for j in jobs] == [tmp_path / "jobs" / nb.stem / "cache.sqlite" for nb in (TABLE1, TABLE7)]
     done = collect(jobs, into=tmp_path / "merged.sqlite")
     assert done.state.tolist() == ["done", "done"], done.result.tolist()
     for j, nb in zip(jobs, (TABLE1, TABLE7)):
         assert j.job.job_id and Path(j.job.paths.stdout).exists()  # a real process with its own log
         assert (tmp_path / "figures" / "smoke" / f"{nb.stem}.provenance.json").exists()
+        # where its model calls stood went to the job's own log as it ran (every half second here), then its totals:
+        # no model called, the record answered
+        log = Path(j.job.paths.stderr).read_text()
+        assert re.search(rf"leaf-nb: {nb.stem}: \S+ min in: .+ new calls", log), log[-2000:]
+        assert re.search(rf"leaf-nb: {nb.stem}: 0 model calls made, [1-9][\d,]* read from the cache", log), log[-2000:]
     own = [keys(j.cache) for j in jobs]
     assert all(own) and keys(tmp_path / "merged.sqlite") == own[0] | own[1]
     assert done.entries.tolist() == [len(k) for k in own] and done.added.sum() == len(own[0] | own[1])
