@@ -35,14 +35,13 @@ import json
 import os
 import pstats
 import random
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from results_csv import append_rows, other_busy_cpus  # benchmarks/results_csv.py (this script's folder)
+from results_csv import append_rows, code_version, other_busy_cpus  # benchmarks/results_csv.py (this script's folder)
 
 import leaf_nb
 from leaf_nb.cache import Cache
@@ -250,12 +249,7 @@ def run_row(name, standin, tok_dir, bm25_path, answers, contexts, settings, args
     return row, stages, res, profile_lines
 
 
-def commit_of(path: Path) -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(path), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
+def commit_of(path: Path) -> str: return code_version(path) or "unknown"
 
 
 COLUMNS = ["date", "command", "leaf_nb_commit", "row", "answers", "sentences", "searches", "k", "verdict", "concurrency",

@@ -3,20 +3,33 @@ import csv
 import datetime
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 
+def code_version(repo: Path = Path(__file__).resolve().parents[1]) -> str:
+    """The commit of the checkout at `repo` (`git describe --always --dirty`: `-dirty` where tracked files differ from it);
+    "" outside a git checkout. A date alone cannot say which side of a same-day change a row was taken on."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError): return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
 def append_rows(path: Path, columns: list[str], rows: list[dict], script: str) -> None:
-    "Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it."
+    """Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it, and
+    the code's commit where the CSV has a `commit` column."""
     new = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     command = shlex.join([script, *sys.argv[1:]])
+    stamp = {"date": datetime.date.today().isoformat(), "command": command, "note": ""}
+    if "commit" in columns: stamp["commit"] = code_version()
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore")
         if new: w.writeheader()
-        for r in rows: w.writerow({"date": datetime.date.today().isoformat(), "command": command, "note": "", **r})
+        for r in rows: w.writerow({**stamp, **r})
 
 
 def other_busy_cpus(seconds: float = 3.0) -> float:

@@ -5,6 +5,7 @@ BM25 index and the generated MIRAGE file. The full-size rehearsal is the benchma
 import csv
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -151,7 +152,12 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
         assert ", part " not in r["stage"], r["stage"]
         if r["ops"] == "generate" and r["completion_tokens_per_call"]:
             assert float(r["completion_tokens_per_call"]) <= max(map(int, re.findall(r"\d+", r["max_tokens_values"]))), r
-    with open(out_csv) as f: assert [r["notebook"] for r in csv.DictReader(f)] == ["table1_filtered_accuracy"]
+    with open(out_csv) as f: written = list(csv.DictReader(f))
+    assert [r["notebook"] for r in written] == ["table1_filtered_accuracy"]
+    # the row names the code that measured it: the checkout's commit (a clean clone in CI, "-dirty" while editing)
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = written[0]["commit"].removesuffix("-dirty")
+    assert len(commit) >= 7 and head.startswith(commit), written[0]["commit"]
 
 
 def _tree(pid: int) -> dict[int, str]:
@@ -168,7 +174,6 @@ def test_sigterm_stops_the_notebook_and_the_standins(tiny, tmp_path):
     """SIGTERM to a running rehearsal stops its whole tree: the notebook's leaf-nb reproduce (in a session of its own),
     its kernel and every stand-in server. Before, they outlived it."""
     import signal
-    import subprocess
     import time
     log = (tmp_path / "paper_scale.log").open("w")
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--data", str(tiny),
