@@ -10,10 +10,12 @@ from pathlib import Path
 
 
 def code_version(repo: Path = Path(__file__).resolve().parents[1]) -> str:
-    """The commit of the checkout at `repo` (`git describe --always --dirty`: `-dirty` where tracked files differ from it);
-    "" outside a git checkout. A date alone cannot say which side of a same-day change a row was taken on."""
+    """The commit of the checkout at `repo`, its short hash (`git describe --always --dirty --exclude=*`: a tag never
+    replaces it; `-dirty` where tracked files differ from it); "" outside a git checkout. A date alone cannot say which
+    side of a same-day change a row was taken on."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty", "--exclude=*"], capture_output=True,
+                             text=True, timeout=10)
     except (OSError, subprocess.SubprocessError): return ""
     return out.stdout.strip() if out.returncode == 0 else ""
 
