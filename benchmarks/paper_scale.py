@@ -514,7 +514,7 @@ COLUMNS = ["date", "notebook", "tag", "rc", "killed", "questions", "calls", "htt
            "harness_s", "peak_rss_gb", "peak_single_gb", "peak_anon_gb", "cache_mb", "out_mb", "gpu_hours", "dry_units", "dry_calls",
            "dry_prompt_tokens", "dry_max_tokens", "dry_calls_projected", "max_train_steps", "other_busy_cpus", "replay_s",
            "calls_not_cached_in_replay", "stages", "by_model", "overrides", "error", "tokens_per_s", "prompt_tokens_per_s",
-           "full_units", "command", "note", "commit"]  # commit: the checkout's (results_csv.code_version); empty in rows before it
+           "full_units", "command", "note", "commit"]  # commit: the checkout's when the run started (results_csv.measured_version); empty in rows before it
 STAGE_COLUMNS = ["date", "notebook", "stage", "model_role", "model", "unit", "units", "calls", "calls_per_unit", "prompt_tokens_per_call",
                  "completion_tokens_per_call", "completion_basis", "max_tokens_values", "ops", "command", "note"]
 

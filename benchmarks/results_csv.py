@@ -20,14 +20,25 @@ def code_version(repo: Path = Path(__file__).resolve().parents[1]) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+_AT_START = code_version()  # the code a benchmark loaded is the checkout's when it started, not when it writes its rows
+
+
+def measured_version(repo: Path = Path(__file__).resolve().parents[1]) -> str:
+    """The commit of the code a run measured: the checkout's when the benchmark started. Where the checkout has moved
+    since (a commit or an edit during a long rehearsal, whose notebooks' kernels import the library as they start), both:
+    `START..NOW`, so the row shows it is not one version's."""
+    now = code_version(repo)
+    return _AT_START if now == _AT_START else f"{_AT_START}..{now}"
+
+
 def append_rows(path: Path, columns: list[str], rows: list[dict], script: str) -> None:
     """Append `rows` to `path` (header first if it is new), each with today's date and the command that measured it, and
-    the code's commit where the CSV has a `commit` column."""
+    the commit of the code measured (`measured_version`) where the CSV has a `commit` column."""
     new = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     command = shlex.join([script, *sys.argv[1:]])
     stamp = {"date": datetime.date.today().isoformat(), "command": command, "note": ""}
-    if "commit" in columns: stamp["commit"] = code_version()
+    if "commit" in columns: stamp["commit"] = measured_version()
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore")
         if new: w.writeheader()

@@ -160,6 +160,22 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     assert len(commit) >= 7 and head.startswith(commit), written[0]["commit"]
 
 
+def test_measured_version_names_a_checkout_that_moved(tmp_path, monkeypatch):
+    "A row's commit is the checkout's when the run started; where it moved during the run (an edit, a commit), both."
+    import results_csv
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True, text=True)
+    git("init", "-q"); (tmp_path / "f.py").write_text("x = 1\n"); git("add", "f.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    start = results_csv.code_version(tmp_path)
+    monkeypatch.setattr(results_csv, "_AT_START", start)
+    assert len(start) >= 7 and results_csv.measured_version(tmp_path) == start
+    (tmp_path / "f.py").write_text("x = 2\n")
+    assert results_csv.measured_version(tmp_path) == f"{start}..{start}-dirty"
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    now = results_csv.code_version(tmp_path)
+    assert now != start and results_csv.measured_version(tmp_path) == f"{start}..{now}"
+
+
 def _tree(pid: int) -> dict[int, str]:
     "The live descendants of `pid` (pid -> command line), as paper_scale's TreeWatch finds them (psutil)."
     import psutil
