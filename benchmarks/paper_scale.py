@@ -647,6 +647,7 @@ def main(argv=None) -> list[dict]:
             plans = [({**extra, **dict(a.set)}, tag) for extra, tag in plans]  # --set: stated changes, kept in the row's overrides
             for extra, tag in plans:
                 est = {} if a.no_estimate or (tag and tag != share and not a.units) else estimate(nb, a, profile, overrides, manifest)
+                started = time.time()
                 row = rehearse(nb, a, profile, prof, overrides, servers, extra, tag)
                 unit, n_units = units_of(nb, manifest)
                 if extra.get("n_questions") and not a.units: n_units = sum(min(extra["n_questions"], v) for d, v in manifest["mirage"].items())
@@ -660,7 +661,7 @@ def main(argv=None) -> list[dict]:
                     from rehearsal_data import full_counts
                     row["full_units"] = units_of(nb, full_counts())[1]
                 row.update(est, questions=n_units, tokens_per_s=a.tokens_per_s, prompt_tokens_per_s=a.prompt_tokens_per_s,
-                           note=a.note, out_mb=round(_du(Path(notebook_overrides(nb, overrides).get("out_dir", "")) / "rehearsal"), 1))
+                           note=a.note, out_mb=round(_du(Path(notebook_overrides(nb, overrides).get("out_dir", "")) / "rehearsal", since=started), 1))
                 stage_rows = row.pop("_stage_rows", []); row.pop("_groups", None); row.pop("_keys", None)
                 log(f"{nb.stem}{'@' + tag if tag else ''}: " + json.dumps({k: row.get(k) for k in ("rc", "calls", "http_requests", "harness_s", "peak_rss_gb", "cache_mb", "gpu_hours", "dry_calls_projected")}))
                 rows.append(row)
@@ -682,8 +683,11 @@ def _key_value(text: str) -> tuple[str, object]:
     except json.JSONDecodeError: return key, value
 
 
-def _du(folder: Path) -> float:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20 if folder.exists() else 0.0
+def _du(folder: Path, since: float = 0.0) -> float:
+    """MiB of the files under `folder` last written at or after `since` (a run's start): a data folder's outputs folder
+    holds every notebook rehearsed on it, so a row counts only what its own run wrote."""
+    if not folder.exists(): return 0.0
+    return sum(s.st_size for f in folder.rglob("*") if f.is_file() and (s := f.stat()).st_mtime >= since) / 2**20
 
 
 def _dry_units_total(nb: Path, manifest: dict, per: int) -> int:

@@ -160,6 +160,19 @@ def test_table1_rehearsal_runs_the_workstation_path(tiny, tmp_path):
     assert len(commit) >= 7 and head.startswith(commit), written[0]["commit"]
 
 
+def test_outputs_counted_are_the_runs_own(tmp_path):
+    "A data folder's outputs folder holds every notebook rehearsed on it: a row's out_mb counts only what its run wrote."
+    import os
+    old, mine = tmp_path / "table3_samples.jsonl", tmp_path / "sub" / "table7_rows.jsonl"
+    mine.parent.mkdir()
+    old.write_bytes(b"x" * 3 * 2**20); mine.write_bytes(b"y" * 2**20)
+    started = mine.stat().st_mtime - 1
+    os.utime(old, (started - 3600, started - 3600))  # written an hour before this run started
+    assert paper_scale._du(tmp_path) == 4.0
+    assert paper_scale._du(tmp_path, since=started) == 1.0
+    assert paper_scale._du(tmp_path / "absent", since=started) == 0.0
+
+
 def test_measured_version_names_a_checkout_that_moved(tmp_path, monkeypatch):
     "A row's commit is the checkout's when the run started; where it moved during the run (an edit, a commit), both."
     import results_csv
