@@ -567,12 +567,17 @@ def units_of(nb: Path, manifest: dict, per: int | None = None, datasets: list[st
 PART_PARAMS = ("n_questions", "n_eval", "n_test", "n_train", "n_val", "n_rows")  # the sizes a paper profile sets to 0 (all)
 
 
-def part_overrides(nb: Path, units: int) -> dict:
+def part_overrides(nb: Path, units: int, work: Path | None = None) -> dict:
     """`--units N`: every size parameter the paper profile leaves at 0 (all) set to N, so the rehearsal reads N of each
-    dataset (FFRR: N training and N test claims; the rater agreement: N rows of each set); the rest as the paper has it."""
+    dataset (FFRR: N training and N test claims; the rater agreement: N rows of each set); the rest as the paper has it.
+    With `work`, a notebook that keeps runs in `work_dir` keeps this part's under `work`/runs: in the data folder's, where
+    the full run keeps its own, the full run would find the part's and stop ("holds a run with other claims")."""
     import yaml
+    import papermill as pm
     pp = yaml.safe_load(nb.with_name(nb.stem + ".paper.yaml").read_text()) or {}
-    return {k: units for k in PART_PARAMS if pp.get(k, None) == 0}
+    out = {k: units for k in PART_PARAMS if pp.get(k, None) == 0}
+    if work is not None and "work_dir" in pm.inspect_notebook(str(nb)): out["work_dir"] = str(work / "runs")
+    return out
 
 
 def main(argv=None) -> list[dict]:
@@ -643,7 +648,7 @@ def main(argv=None) -> list[dict]:
             if a.resume_check: rows += resume_check(nb, a, profile, prof, overrides, servers); continue
             share = f"f{a.fraction:g}" if a.fraction < 1 else ""  # a share of the data is tagged: the cost table reads untagged rows as full size
             plans = [({"n_questions": n}, f"n{n}") for n in a.rss_curve_sizes] if a.rss_curve else [({}, share)]
-            if a.units: plans = [(part_overrides(nb, a.units), f"u{a.units}")]
+            if a.units: plans = [(part_overrides(nb, a.units, a.work), f"u{a.units}")]
             plans = [({**extra, **dict(a.set)}, tag) for extra, tag in plans]  # --set: stated changes, kept in the row's overrides
             for extra, tag in plans:
                 est = {} if a.no_estimate or (tag and tag != share and not a.units) else estimate(nb, a, profile, overrides, manifest)

@@ -231,12 +231,16 @@ def test_the_cost_tables_in_the_readmes_are_the_csvs():
         assert block in f.read_text(), f"{f.name} is stale: python benchmarks/paper_scale.py --table --write, then tests/test_repo.py --write"
 
 
-def test_a_stated_part_sets_only_the_sizes_the_paper_reads_in_full(tiny):
+def test_a_stated_part_sets_only_the_sizes_the_paper_reads_in_full(tiny, tmp_path):
     "--units N: each size the paper profile leaves at 0 (all) becomes N; the counts read are N of each dataset, capped."
     papers = REPO / "nbs" / "papers"
     assert paper_scale.part_overrides(papers / "leaf" / "table4_ranking_delta.ipynb", 3) == {"n_questions": 3}
     assert paper_scale.part_overrides(papers / "ffrr" / "table2_verification.ipynb", 3) == {"n_train": 3, "n_test": 3}
     assert paper_scale.part_overrides(papers / "leaf" / "fig7_option_frequency.ipynb", 3) == {}  # six named questions: never cut
+    # a part's training runs stay in its work folder, out of the data folder's, where the full run keeps its own
+    assert paper_scale.part_overrides(papers / "ffrr" / "table2_verification.ipynb", 3, tmp_path) == {
+        "n_train": 3, "n_test": 3, "work_dir": str(tmp_path / "runs")}
+    assert paper_scale.part_overrides(papers / "leaf" / "fig7_option_frequency.ipynb", 3, tmp_path) == {}  # no work_dir
     m = json.loads((tiny / "manifest.json").read_text())
     t4 = papers / "leaf" / "table4_ranking_delta.ipynb"
     assert paper_scale.units_of(t4, m) == ("question", sum(m["mirage"].values()))
