@@ -154,3 +154,20 @@ def test_environment_variables_in_profiles(tmp_path, monkeypatch):
         run_parameters(nb, profile=str(shared), files=[own], overrides={"rater_tokenizer": ""})
     monkeypatch.setenv("LAB_PROMPTS", "/home/me")
     assert run_parameters(nb, profile=str(shared), files=[own], overrides={"rater_tokenizer": "/tok"})["rater_tokenizer"] == "/tok"
+
+
+def test_every_served_rater_gets_its_tokenizer():
+    """A paper profile's rater, served with a tokenizer and a batch_size in h100.yaml, is given that tokenizer, so its
+    query and verdict prompts go as lists to /v1/completions (the Self-BioRAG comparison's went one to a request)."""
+    models = yaml.safe_load((ROOT / "profiles" / "h100.yaml").read_text())["models"]
+    checked = []
+    for y in sorted((ROOT / "nbs" / "papers").glob("*/*.paper.yaml")):
+        pp = yaml.safe_load(y.read_text()) or {}
+        rater = pp.get("rater")
+        if not (isinstance(rater, str) and rater.startswith("@")): continue
+        entry = models.get(rater[1:])
+        if not (isinstance(entry, dict) and entry.get("tokenizer") and entry.get("batch_size")): continue
+        assert "rater_tokenizer" in pm.inspect_notebook(str(y.with_name(y.name.replace(".paper.yaml", ".ipynb")))), y.name
+        assert pp.get("rater_tokenizer") == f"{rater}.tokenizer", y.name
+        checked.append(y.name)
+    assert "adaptive_retrieval.paper.yaml" in checked and len(checked) >= 9, checked
